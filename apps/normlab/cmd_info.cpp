@@ -1,0 +1,55 @@
+// `normlab info`: versions, threads, devices and the measured sgemm rate.
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "core/runtime.h"
+
+namespace normlab::app {
+
+Runner add_info_command(CLI::App& app, const GlobalOptions& global) {
+  auto* cmd = app.add_subcommand("info", "versions, threads, devices and measured GEMM rate");
+  auto json = std::make_shared<bool>(false);
+  auto skip_gemm = std::make_shared<bool>(false);
+  cmd->add_flag("--json", *json, "print one JSON object");
+  cmd->add_flag("--no-gemm", *skip_gemm, "skip the sgemm measurement");
+  return [&global, json, skip_gemm] {
+    const auto info = core::runtime_info();
+    const auto device = core::resolve_device(global.device);
+    const double gflops = *skip_gemm ? 0.0 : core::measure_sgemm_gflops(device);
+    nlohmann::json j = {{"normlab", info.normlab_version},
+                        {"libtorch", info.libtorch_version},
+                        {"blas", info.blas},
+                        {"onednn", info.onednn},
+                        {"cpu_capability", info.cpu_capability},
+                        {"intra_op_threads", info.intra_op_threads},
+                        {"available_cpus", info.available_cpus},
+                        {"cuda_available", info.cuda_available},
+                        {"cuda_devices", info.cuda_devices},
+                        {"cuda_device_name", info.cuda_device_name},
+                        {"device", device.str()}};
+    if (!*skip_gemm) j["sgemm_gflops_2048"] = gflops;
+    if (*json) {
+      std::cout << j.dump() << "\n";
+      return;
+    }
+    std::cout << "normlab          " << info.normlab_version << "\n"
+              << "LibTorch         " << info.libtorch_version << "\n"
+              << "BLAS             " << info.blas << "\n"
+              << "oneDNN           " << info.onednn << "\n"
+              << "CPU capability   " << info.cpu_capability << "\n"
+              << "threads          " << info.intra_op_threads << " intra-op (" << info.available_cpus
+              << " CPUs available)\n"
+              << "CUDA             "
+              << (info.cuda_available ? std::to_string(info.cuda_devices) + " device(s), " +
+                                            info.cuda_device_name
+                                      : std::string("not available"))
+              << "\n";
+    if (!*skip_gemm)
+      std::cout << "sgemm 2048^3     " << gflops << " GFLOP/s on " << device.str()
+                << " (median of 5)\n";
+  };
+}
+
+}  // namespace normlab::app

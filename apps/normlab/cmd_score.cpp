@@ -1,0 +1,81 @@
+// `normlab score`: summed label-smoothed loss, nll and token count of id files, dropout off;
+// optionally the gradient of the summed loss for every parameter.
+#include <iomanip>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include "commands.h"
+#include "core/runtime.h"
+#include "core/tokens.h"
+#include "data/id_text.h"
+#include "model/checkpoint.h"
+#include "train/loss.h"
+
+namespace normlab::app {
+
+Runner add_score_command(CLI::App& app, const GlobalOptions& global) {
+  auto* cmd = app.add_subcommand("score", "loss of a model on id files (dropout off)");
+  struct Options {
+    std::string checkpoint, src, tgt, formula = "uniform", grad_out;
+    double label_smoothing = 0.1;
+    int64_t batch_sentences = 64;
+    bool json = false;
+  };
+  auto o = std::make_shared<Options>();
+  cmd->add_option("--checkpoint", o->checkpoint, "normlab checkpoint")->required();
+  cmd->add_option("--src-ids", o->src, "source sentences as token ids, one per line")->required();
+  cmd->add_option("--tgt-ids", o->tgt, "target sentences as token ids, one per line")->required();
+  cmd->add_option("--label-smoothing", o->label_smoothing, "eps")->capture_default_str();
+  cmd->add_option("--ls-formula", o->formula, "uniform|exclusive (docs/conventions.md)")
+      ->capture_default_str();
+  cmd->add_option("--batch-sentences", o->batch_sentences, "sentences per forward pass")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--grad-out", o->grad_out, "write the gradient of the summed loss (name -> tensor)");
+  cmd->add_flag("--json", o->json, "print {\"loss\", \"nll\", \"tokens\"} as one JSON line");
+  return [o, &global] {
+    const auto formula = train::parse_label_smoothing_formula(o->formula);
+    if (!(o->label_smoothing >= 0.0 && o->label_smoothing < 1.0))
+      throw std::invalid_argument("--label-smoothing must be in [0, 1), got " +
+                                  std::to_string(o->label_smoothing));
+    auto loaded = model::load_model(o->checkpoint);
+    auto& net = loaded.model;
+    const auto& c = net->config();
+    const auto pairs = data::read_id_pairs(o->src, o->tgt, c.src_vocab_size, c.tgt_vocab_size);
+    const auto device = core::resolve_device(global.device);
+    net->to(device);
+    net->eval();
+    const bool grads = !o->grad_out.empty();
+    torch::AutoGradMode grad_mode(grads);
+    double loss = 0.0, nll = 0.0;
+    int64_t tokens = 0;
+    const auto n = pairs.src.size();
+    for (size_t begin = 0; begin < n; begin += static_cast<size_t>(o->batch_sentences)) {
+      const auto end = std::min(n, begin + static_cast<size_t>(o->batch_sentences));
+      auto batch = data::make_batch(pairs.src, pairs.tgt, begin, end);
+      auto logits = net->forward(batch.src.to(device), batch.prev_output_tokens.to(device));
+      auto sums = train::label_smoothed_nll(logits, batch.target.to(device), o->label_smoothing,
+                                            formula, kPad);
+      if (grads) sums.loss.backward();
+      loss += sums.loss.item<double>();
+      nll += sums.nll.item<double>();
+      tokens += sums.tokens;
+    }
+    if (grads) {
+      model::TensorMap g;
+      for (const auto& [name, p] : model::named_parameters(net))
+        g[name] = p.grad().defined() ? p.grad() : torch::zeros_like(p);
+      model::save_tensors(o->grad_out, g);
+    }
+    if (o->json) {
+      std::cout << nlohmann::json{{"loss", loss}, {"nll", nll}, {"tokens", tokens}}.dump() << "\n";
+    } else {
+      std::cout << std::setprecision(10) << "loss " << loss << "  nll " << nll << "  tokens "
+                << tokens << "  loss/token " << loss / std::max<int64_t>(tokens, 1)
+                << "  ppl " << std::exp(nll / std::max<int64_t>(tokens, 1)) << "\n";
+    }
+  };
+}
+
+}  // namespace normlab::app

@@ -1,0 +1,25 @@
+// One function per subcommand: adds it to the CLI11 app with its options and returns the
+// function that runs it once the command line is parsed.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+namespace normlab::app {
+
+// Options every subcommand shares, read once in main before the subcommand runs.
+struct GlobalOptions {
+  int threads = 0;             // 0: one per CPU this process may use
+  std::string device = "auto"; // cpu | cuda | cuda:N | auto
+};
+
+using Runner = std::function<void()>;
+
+Runner add_info_command(CLI::App& app, const GlobalOptions& global);
+Runner add_init_command(CLI::App& app, const GlobalOptions& global);
+Runner add_export_command(CLI::App& app, const GlobalOptions& global);
+Runner add_score_command(CLI::App& app, const GlobalOptions& global);
+
+}  // namespace normlab::app

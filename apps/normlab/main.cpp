@@ -1,0 +1,57 @@
+// normlab: one binary, one subcommand per job. Errors become one line on stderr and exit 2.
+#include <exception>
+#include <iostream>
+#include <map>
+
+#include <CLI/CLI.hpp>
+#include <c10/util/Exception.h>
+
+#include "commands.h"
+#include "core/runtime.h"
+
+namespace {
+
+int fail(const std::string& message) {
+  std::cerr << "normlab: error: " << message << "\n";
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace normlab;
+  CLI::App app{"normlab: Transformer normalisation schemes, trained and looked inside"};
+  app.require_subcommand(1);
+  app.fallthrough();  // global options may follow the subcommand
+  app::GlobalOptions global;
+  app.add_option("--threads", global.threads, "intra-op CPU threads (0: one per available CPU)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--device", global.device, "cpu, cuda, cuda:N or auto (cuda when available)");
+
+  std::map<const CLI::App*, app::Runner> runners;
+  auto add = [&](app::Runner (*adder)(CLI::App&, const app::GlobalOptions&)) {
+    auto runner = adder(app, global);
+    runners[app.get_subcommands([](CLI::App*) { return true; }).back()] = std::move(runner);
+  };
+  add(app::add_info_command);
+  add(app::add_init_command);
+  add(app::add_export_command);
+  add(app::add_score_command);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Success& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    return fail(e.what());
+  }
+  try {
+    core::configure_threads(global.threads);
+    runners.at(app.get_subcommands().front())();
+  } catch (const c10::Error& e) {
+    return fail(e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    return fail(e.what());
+  }
+  return 0;
+}

@@ -1,0 +1,64 @@
+#include "model_options.h"
+
+namespace normlab::app {
+
+void ModelOptions::add_to(CLI::App& cmd) {
+  const std::string g = "Model";
+  cmd.add_option("--scheme", scheme_, "post-ln|pre-ln|t-fixup|admin|rezero|deepnorm")
+      ->capture_default_str()->group(g);
+  cmd.add_option("--preset", preset_, "iwslt-small|base|big|deep-narrow")
+      ->capture_default_str()->group(g);
+  cmd.add_option("--norm", norm_, "override the scheme's norm placement: post|pre|none")->group(g);
+  cmd.add_option("--residual", residual_, "override the residual form: plain|admin|rezero|deepnorm")
+      ->group(g);
+  cmd.add_option("--init", init_,
+                 "override the initialisation: xavier|t-fixup|admin-profile|admin-closed-form|"
+                 "rezero|deepnorm")
+      ->group(g);
+  cmd.add_option("--share", share_, "shared embeddings: all|decoder|none")
+      ->capture_default_str()->group(g);
+  d_model_ = cmd.add_option("--d-model", sizes_.d_model, "model dimension C")->group(g);
+  ffn_dim_ = cmd.add_option("--ffn-dim", sizes_.ffn_dim, "FFN dimension")->group(g);
+  heads_ = cmd.add_option("--heads", sizes_.heads, "attention heads")->group(g);
+  encoder_layers_ = cmd.add_option("--encoder-layers", sizes_.encoder_layers, "encoder layers")->group(g);
+  decoder_layers_ = cmd.add_option("--decoder-layers", sizes_.decoder_layers, "decoder layers")->group(g);
+  cmd.add_option("--vocab-size", vocab_size_, "source and target vocabulary size (special tokens included)")
+      ->group(g);
+  src_vocab_ = cmd.add_option("--src-vocab-size", sizes_.src_vocab_size, "source vocabulary size")->group(g);
+  tgt_vocab_ = cmd.add_option("--tgt-vocab-size", sizes_.tgt_vocab_size, "target vocabulary size")->group(g);
+  cmd.add_option("--max-positions", sizes_.max_positions, "longest sentence in tokens")
+      ->capture_default_str()->group(g);
+  cmd.add_option("--dropout", sizes_.dropout, "dropout on residual branches and embeddings")
+      ->capture_default_str()->group(g);
+  cmd.add_option("--attention-dropout", sizes_.attention_dropout, "dropout on attention weights")
+      ->capture_default_str()->group(g);
+  cmd.add_option("--activation-dropout", sizes_.activation_dropout, "dropout after the FFN's ReLU")
+      ->capture_default_str()->group(g);
+  cmd.add_option("--rezero-alpha-init", sizes_.rezero_alpha_init,
+                 "ReZero's alpha at initialisation (the paper: 0)")
+      ->capture_default_str()->group(g);
+}
+
+model::ModelConfig ModelOptions::resolve() const {
+  model::ModelConfig c = sizes_;  // dropout, positions, rezero alpha as given (or defaults)
+  model::apply_preset(preset_, c);
+  auto override_with = [](CLI::Option* opt, int64_t value, int64_t& field) {
+    if (opt->count() > 0) field = value;
+  };
+  override_with(d_model_, sizes_.d_model, c.d_model);
+  override_with(ffn_dim_, sizes_.ffn_dim, c.ffn_dim);
+  override_with(heads_, sizes_.heads, c.heads);
+  override_with(encoder_layers_, sizes_.encoder_layers, c.encoder_layers);
+  override_with(decoder_layers_, sizes_.decoder_layers, c.decoder_layers);
+  c.src_vocab_size = src_vocab_->count() > 0 ? sizes_.src_vocab_size : vocab_size_;
+  c.tgt_vocab_size = tgt_vocab_->count() > 0 ? sizes_.tgt_vocab_size : vocab_size_;
+  c.share = model::parse_shared_embeddings(share_);
+  c.scheme = model::scheme_by_name(scheme_);
+  if (!norm_.empty()) c.scheme.norm = model::parse_norm_placement(norm_);
+  if (!residual_.empty()) c.scheme.residual = model::parse_residual_form(residual_);
+  if (!init_.empty()) c.scheme.init = model::parse_init_method(init_);
+  c.validate();
+  return c;
+}
+
+}  // namespace normlab::app

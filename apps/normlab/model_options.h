@@ -1,0 +1,31 @@
+// The model flags shared by subcommands that build a model: --scheme, --preset, sizes,
+// scheme overrides, dropout. Every explicit flag overrides the preset and the scheme.
+#pragma once
+
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "model/config.h"
+
+namespace normlab::app {
+
+class ModelOptions {
+ public:
+  void add_to(CLI::App& command);
+  // The resolved, validated configuration. Throws std::invalid_argument listing every problem.
+  model::ModelConfig resolve() const;
+
+ private:
+  std::string scheme_ = "post-ln";
+  std::string preset_ = "iwslt-small";
+  std::string norm_, residual_, init_;
+  std::string share_ = "decoder";
+  model::ModelConfig sizes_;  // holds the explicit size and dropout flags
+  int64_t vocab_size_ = 0;
+  CLI::Option *d_model_ = nullptr, *ffn_dim_ = nullptr, *heads_ = nullptr,
+              *encoder_layers_ = nullptr, *decoder_layers_ = nullptr, *src_vocab_ = nullptr,
+              *tgt_vocab_ = nullptr;
+};
+
+}  // namespace normlab::app

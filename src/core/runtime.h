@@ -1,0 +1,38 @@
+// Process-wide compute set-up: intra-op threads, device choice, and what `normlab info` shows.
+#pragma once
+
+#include <string>
+
+#include <c10/core/Device.h>
+
+namespace normlab::core {
+
+// CPUs this process may run on: the affinity mask, capped by a cgroup CPU quota if one is set.
+int available_cpus();
+
+// Sets ATen's intra-op thread count to `requested` if > 0, else to available_cpus().
+// Returns the count in force. (ATen's own default follows the hardware, not the quota.)
+int configure_threads(int requested);
+
+// "cpu", "cuda", "cuda:N" or "auto" (cuda when available, else cpu). Throws
+// std::invalid_argument for anything else, or for cuda when this build or machine has none.
+c10::Device resolve_device(const std::string& name);
+
+struct RuntimeInfo {
+  std::string normlab_version;
+  std::string libtorch_version;
+  std::string blas;            // e.g. "Intel(R) oneAPI Math Kernel Library Version 2024.2..."
+  std::string onednn;          // e.g. "Intel(R) MKL-DNN v3.12.0"
+  std::string cpu_capability;  // ATen's vectorisation level, e.g. "AVX512"
+  int intra_op_threads = 0;
+  int available_cpus = 0;
+  bool cuda_available = false;
+  int cuda_devices = 0;
+  std::string cuda_device_name;
+};
+RuntimeInfo runtime_info();
+
+// Median GFLOP/s of `repeats` float32 n x n x n matrix products on `device` (after one warm-up).
+double measure_sgemm_gflops(const c10::Device& device, int n = 2048, int repeats = 5);
+
+}  // namespace normlab::core

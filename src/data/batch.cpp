@@ -1,0 +1,45 @@
+#include "data/batch.h"
+
+#include <algorithm>
+
+#include <torch/torch.h>
+
+#include "core/tokens.h"
+
+namespace normlab::data {
+namespace {
+
+// Rows of `rows` right-padded into a (B, longest) int64 tensor.
+torch::Tensor pad_rows(const std::vector<Sentence>& rows) {
+  size_t longest = 0;
+  for (const auto& r : rows) longest = std::max(longest, r.size());
+  auto out = torch::full({static_cast<int64_t>(rows.size()), static_cast<int64_t>(longest)}, kPad,
+                         torch::kInt64);
+  auto acc = out.accessor<int64_t, 2>();
+  for (size_t i = 0; i < rows.size(); ++i)
+    for (size_t j = 0; j < rows[i].size(); ++j) acc[i][j] = rows[i][j];
+  return out;
+}
+
+}  // namespace
+
+Batch make_batch(const std::vector<Sentence>& src, const std::vector<Sentence>& tgt, size_t begin,
+                 size_t end) {
+  std::vector<Sentence> s, p, t;
+  Batch batch;
+  for (size_t i = begin; i < end; ++i) {
+    s.push_back(src[i]);
+    s.back().push_back(kEos);
+    p.push_back({kEos});
+    p.back().insert(p.back().end(), tgt[i].begin(), tgt[i].end());
+    t.push_back(tgt[i]);
+    t.back().push_back(kEos);
+    batch.target_tokens += static_cast<int64_t>(t.back().size());
+  }
+  batch.src = pad_rows(s);
+  batch.prev_output_tokens = pad_rows(p);
+  batch.target = pad_rows(t);
+  return batch;
+}
+
+}  // namespace normlab::data

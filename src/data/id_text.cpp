@@ -1,0 +1,55 @@
+#include "data/id_text.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+#include "core/tokens.h"
+
+namespace normlab::data {
+
+std::vector<Sentence> read_id_file(const std::string& path, int64_t vocab_size) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("cannot read " + path + ": " + std::strerror(errno));
+  std::vector<Sentence> out;
+  std::string line;
+  for (size_t line_no = 1; std::getline(in, line); ++line_no) {
+    const std::string where = path + ":" + std::to_string(line_no) + ": ";
+    std::istringstream fields(line);
+    Sentence ids;
+    for (std::string field; fields >> field;) {
+      size_t used = 0;
+      int64_t id = -1;
+      try {
+        id = std::stoll(field, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used != field.size() || id < 0)
+        throw std::runtime_error(where + "expected non-negative integer token ids, found '" + field + "'");
+      if (id == kBos || id == kPad || id == kEos)
+        throw std::runtime_error(where + "id " + field +
+                                 " is a special token (0 <s>, 1 <pad>, 2 </s>); lines hold sentences without them");
+      if (id >= vocab_size)
+        throw std::runtime_error(where + "id " + field + " is outside the vocabulary of " +
+                                 std::to_string(vocab_size));
+      ids.push_back(id);
+    }
+    out.push_back(std::move(ids));
+  }
+  if (in.bad()) throw std::runtime_error("cannot read " + path + ": read error");
+  return out;
+}
+
+SentencePairs read_id_pairs(const std::string& src_path, const std::string& tgt_path,
+                            int64_t src_vocab_size, int64_t tgt_vocab_size) {
+  SentencePairs pairs{read_id_file(src_path, src_vocab_size), read_id_file(tgt_path, tgt_vocab_size)};
+  if (pairs.src.size() != pairs.tgt.size())
+    throw std::runtime_error(src_path + " has " + std::to_string(pairs.src.size()) + " lines but " +
+                             tgt_path + " has " + std::to_string(pairs.tgt.size()));
+  return pairs;
+}
+
+}  // namespace normlab::data

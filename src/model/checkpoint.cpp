@@ -1,0 +1,108 @@
+#include "model/checkpoint.h"
+
+#include <set>
+#include <stdexcept>
+
+#include <torch/serialize.h>
+#include <torch/torch.h>
+
+#include "core/file_io.h"
+
+namespace normlab::model {
+namespace {
+
+constexpr const char* kMetaKey = "__normlab_meta__";
+constexpr const char* kFormat = "normlab-checkpoint";
+constexpr int kVersion = 1;
+
+torch::Tensor bytes_tensor(const std::string& s) {
+  auto t = torch::empty({static_cast<int64_t>(s.size())}, torch::kUInt8);
+  std::memcpy(t.data_ptr(), s.data(), s.size());
+  return t;
+}
+
+std::string tensor_bytes(const torch::Tensor& t) {
+  auto c = t.contiguous().to(torch::kUInt8);
+  return std::string(static_cast<const char*>(c.data_ptr()), static_cast<size_t>(c.numel()));
+}
+
+}  // namespace
+
+void save_tensors(const std::string& path, const TensorMap& tensors) {
+  c10::Dict<std::string, torch::Tensor> dict;
+  for (const auto& [name, t] : tensors) dict.insert(name, t.detach().cpu().contiguous());
+  core::write_file_atomic(path, torch::pickle_save(c10::IValue(dict)));
+}
+
+TensorMap load_tensors(const std::string& path) {
+  const auto bytes = core::read_file(path);
+  c10::IValue value;
+  try {
+    value = torch::pickle_load(bytes);
+  } catch (const std::exception&) {
+    throw std::runtime_error(path + ": not a readable PyTorch archive (truncated or foreign file)");
+  }
+  if (!value.isGenericDict())
+    throw std::runtime_error(path + ": expected a dict of tensors, found " + value.tagKind());
+  TensorMap out;
+  for (const auto& entry : value.toGenericDict()) {
+    if (!entry.key().isString() || !entry.value().isTensor())
+      throw std::runtime_error(path + ": expected a dict of name -> tensor");
+    out[entry.key().toStringRef()] = entry.value().toTensor();
+  }
+  return out;
+}
+
+TensorMap named_parameters(const Seq2Seq& model) {
+  TensorMap out;
+  for (const auto& p : model->named_parameters()) out[p.key()] = p.value();
+  return out;
+}
+
+void save_model(const std::string& path, const Seq2Seq& model, const nlohmann::json& extra) {
+  nlohmann::json meta = extra;
+  meta["format"] = kFormat;
+  meta["version"] = kVersion;
+  meta["model"] = model->config();
+  auto tensors = named_parameters(model);
+  tensors[kMetaKey] = bytes_tensor(meta.dump());
+  save_tensors(path, tensors);
+}
+
+LoadedModel load_model(const std::string& path) {
+  auto tensors = load_tensors(path);
+  auto meta_it = tensors.find(kMetaKey);
+  if (meta_it == tensors.end())
+    throw std::runtime_error(path + ": not a normlab checkpoint (no " + kMetaKey + " entry)");
+  LoadedModel loaded;
+  try {
+    loaded.meta = nlohmann::json::parse(tensor_bytes(meta_it->second));
+    if (loaded.meta.at("format") != kFormat)
+      throw std::runtime_error("format is " + loaded.meta.at("format").dump());
+    if (loaded.meta.at("version").get<int>() > kVersion)
+      throw std::runtime_error("version " + loaded.meta.at("version").dump() +
+                               " is newer than this normlab reads");
+    loaded.model = Seq2Seq(loaded.meta.at("model").get<ModelConfig>());
+  } catch (const std::exception& e) {
+    throw std::runtime_error(path + ": bad checkpoint metadata: " + e.what());
+  }
+  tensors.erase(meta_it);
+
+  torch::NoGradGuard no_grad;
+  std::set<std::string> expected;
+  for (auto& p : loaded.model->named_parameters()) {
+    expected.insert(p.key());
+    auto it = tensors.find(p.key());
+    if (it == tensors.end()) throw std::runtime_error(path + ": missing parameter " + p.key());
+    if (it->second.sizes() != p.value().sizes())
+      throw std::runtime_error(path + ": parameter " + p.key() + " has shape " +
+                               c10::str(it->second.sizes()) + ", the configuration implies " +
+                               c10::str(p.value().sizes()));
+    p.value().set_data(it->second.clone());
+  }
+  for (const auto& [name, t] : tensors)
+    if (!expected.count(name)) throw std::runtime_error(path + ": unexpected entry " + name);
+  return loaded;
+}
+
+}  // namespace normlab::model

@@ -1,0 +1,37 @@
+// Model checkpoints and tensor files, readable by Python's torch.load (docs/conventions.md).
+#pragma once
+
+#include <map>
+#include <string>
+
+#include <nlohmann/json.hpp>
+#include <torch/types.h>
+
+#include "model/seq2seq.h"
+
+namespace normlab::model {
+
+using TensorMap = std::map<std::string, torch::Tensor>;
+
+// A dict name -> tensor as a PyTorch archive, written atomically (temporary file + rename).
+void save_tensors(const std::string& path, const TensorMap& tensors);
+// Throws std::runtime_error naming `path` when it is missing, truncated or not such a dict.
+TensorMap load_tensors(const std::string& path);
+
+// The model's parameters by stored name (shared tables once), on the CPU.
+TensorMap named_parameters(const Seq2Seq& model);
+
+// Parameters plus metadata: {"format": "normlab-checkpoint", "version": 1, "model": config,
+// ...extra}. Atomic.
+void save_model(const std::string& path, const Seq2Seq& model, const nlohmann::json& extra = {});
+
+struct LoadedModel {
+  Seq2Seq model{nullptr};
+  nlohmann::json meta;
+};
+// Rebuilds the model from its stored configuration and loads every parameter, in the dtype it
+// was saved in. Throws std::runtime_error naming the file for foreign, truncated or
+// inconsistent checkpoints.
+LoadedModel load_model(const std::string& path);
+
+}  // namespace normlab::model

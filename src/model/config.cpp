@@ -1,0 +1,260 @@
+#include "model/config.h"
+
+#include <array>
+#include <stdexcept>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+#include "core/tokens.h"
+
+namespace normlab::model {
+namespace {
+
+template <class E, size_t N>
+using Names = std::array<std::pair<E, const char*>, N>;
+
+constexpr Names<NormPlacement, 3> kNormNames{{
+    {NormPlacement::kPost, "post"}, {NormPlacement::kPre, "pre"}, {NormPlacement::kNone, "none"}}};
+constexpr Names<ResidualForm, 4> kResidualNames{{{ResidualForm::kPlain, "plain"},
+                                                 {ResidualForm::kAdmin, "admin"},
+                                                 {ResidualForm::kReZero, "rezero"},
+                                                 {ResidualForm::kDeepNorm, "deepnorm"}}};
+constexpr Names<InitMethod, 6> kInitNames{{{InitMethod::kXavier, "xavier"},
+                                           {InitMethod::kTFixup, "t-fixup"},
+                                           {InitMethod::kAdminProfile, "admin-profile"},
+                                           {InitMethod::kAdminClosedForm, "admin-closed-form"},
+                                           {InitMethod::kReZero, "rezero"},
+                                           {InitMethod::kDeepNorm, "deepnorm"}}};
+constexpr Names<SharedEmbeddings, 3> kShareNames{{{SharedEmbeddings::kAll, "all"},
+                                                  {SharedEmbeddings::kDecoder, "decoder"},
+                                                  {SharedEmbeddings::kNone, "none"}}};
+
+template <class E, size_t N>
+std::string name_of(const Names<E, N>& names, E value) {
+  for (const auto& [v, name] : names)
+    if (v == value) return name;
+  throw std::logic_error("unnamed enum value");
+}
+
+template <class E, size_t N>
+E parse(const Names<E, N>& names, const std::string& s, const std::string& option) {
+  std::string choices;
+  for (const auto& [v, name] : names) {
+    if (s == name) return v;
+    choices += (choices.empty() ? "" : "|") + std::string(name);
+  }
+  throw std::invalid_argument(option + ": unknown value '" + s + "', expected " + choices);
+}
+
+struct NamedScheme {
+  const char* name;
+  SchemeSettings settings;
+};
+// The papers' combinations (REFERENCE §1).
+const std::array<NamedScheme, 6> kSchemes{{
+    {"post-ln", {NormPlacement::kPost, ResidualForm::kPlain, InitMethod::kXavier}},
+    {"pre-ln", {NormPlacement::kPre, ResidualForm::kPlain, InitMethod::kXavier}},
+    {"t-fixup", {NormPlacement::kNone, ResidualForm::kPlain, InitMethod::kTFixup}},
+    {"admin", {NormPlacement::kPost, ResidualForm::kAdmin, InitMethod::kAdminProfile}},
+    {"rezero", {NormPlacement::kNone, ResidualForm::kReZero, InitMethod::kReZero}},
+    {"deepnorm", {NormPlacement::kPost, ResidualForm::kDeepNorm, InitMethod::kDeepNorm}},
+}};
+
+struct Preset {
+  const char* name;
+  int64_t d_model, ffn_dim, heads, encoder_layers, decoder_layers;
+};
+// REFERENCE §2: small 512-1024-4, base 512-2048-8, big 1024-4096-16, deep-narrow 64-128-2.
+const std::array<Preset, 4> kPresets{{
+    {"iwslt-small", 512, 1024, 4, 6, 6},
+    {"base", 512, 2048, 8, 6, 6},
+    {"big", 1024, 4096, 16, 6, 6},
+    {"deep-narrow", 64, 128, 2, 6, 6},
+}};
+
+// The initialisations that make sense for each residual form: an init that sets a scheme
+// parameter (omega, alpha) needs that parameter to exist; xavier leaves omega = 1, alpha = 1.
+std::vector<InitMethod> inits_for(ResidualForm r) {
+  switch (r) {
+    case ResidualForm::kPlain: return {InitMethod::kXavier, InitMethod::kTFixup};
+    case ResidualForm::kAdmin:
+      return {InitMethod::kAdminProfile, InitMethod::kAdminClosedForm, InitMethod::kXavier};
+    case ResidualForm::kReZero: return {InitMethod::kReZero};
+    case ResidualForm::kDeepNorm: return {InitMethod::kDeepNorm, InitMethod::kXavier};
+  }
+  return {};
+}
+
+bool init_allowed(ResidualForm r, InitMethod i) {
+  for (auto allowed : inits_for(r))
+    if (allowed == i) return true;
+  return false;
+}
+
+std::string allowed_inits(ResidualForm r) {
+  std::string s;
+  for (auto i : inits_for(r)) s += (s.empty() ? "" : "|") + to_string(i);
+  return s;
+}
+
+}  // namespace
+
+std::string to_string(NormPlacement v) { return name_of(kNormNames, v); }
+std::string to_string(ResidualForm v) { return name_of(kResidualNames, v); }
+std::string to_string(InitMethod v) { return name_of(kInitNames, v); }
+std::string to_string(SharedEmbeddings v) { return name_of(kShareNames, v); }
+
+NormPlacement parse_norm_placement(const std::string& s, const std::string& option) {
+  return parse(kNormNames, s, option);
+}
+ResidualForm parse_residual_form(const std::string& s, const std::string& option) {
+  return parse(kResidualNames, s, option);
+}
+InitMethod parse_init_method(const std::string& s, const std::string& option) {
+  return parse(kInitNames, s, option);
+}
+SharedEmbeddings parse_shared_embeddings(const std::string& s, const std::string& option) {
+  return parse(kShareNames, s, option);
+}
+
+SchemeSettings scheme_by_name(const std::string& name) {
+  std::string choices;
+  for (const auto& s : kSchemes) {
+    if (name == s.name) return s.settings;
+    choices += (choices.empty() ? "" : "|") + std::string(s.name);
+  }
+  throw std::invalid_argument("--scheme: unknown scheme '" + name + "', expected " + choices);
+}
+
+std::vector<std::string> scheme_names() {
+  std::vector<std::string> names;
+  for (const auto& s : kSchemes) names.emplace_back(s.name);
+  return names;
+}
+
+void apply_preset(const std::string& name, ModelConfig& c) {
+  std::string choices;
+  for (const auto& p : kPresets) {
+    if (name == p.name) {
+      c.d_model = p.d_model;
+      c.ffn_dim = p.ffn_dim;
+      c.heads = p.heads;
+      c.encoder_layers = p.encoder_layers;
+      c.decoder_layers = p.decoder_layers;
+      return;
+    }
+    choices += (choices.empty() ? "" : "|") + std::string(p.name);
+  }
+  throw std::invalid_argument("--preset: unknown preset '" + name + "', expected " + choices);
+}
+
+std::vector<std::string> preset_names() {
+  std::vector<std::string> names;
+  for (const auto& p : kPresets) names.emplace_back(p.name);
+  return names;
+}
+
+std::vector<std::string> ModelConfig::problems() const {
+  std::vector<std::string> out;
+  auto positive = [&](int64_t v, const char* option) {
+    if (v <= 0) out.push_back(std::string(option) + " must be positive, got " + std::to_string(v));
+  };
+  positive(d_model, "--d-model");
+  positive(ffn_dim, "--ffn-dim");
+  positive(heads, "--heads");
+  positive(encoder_layers, "--encoder-layers");
+  positive(decoder_layers, "--decoder-layers");
+  positive(max_positions, "--max-positions");
+  if (d_model > 0 && heads > 0 && d_model % heads != 0)
+    out.push_back("--d-model " + std::to_string(d_model) + " is not divisible by --heads " +
+                  std::to_string(heads));
+  if (d_model > 0 && d_model % 2 != 0)
+    out.push_back("--d-model must be even (sinusoidal positions use d/2 frequencies), got " +
+                  std::to_string(d_model));
+  for (auto [v, option] : {std::pair{src_vocab_size, "source vocabulary size"},
+                           std::pair{tgt_vocab_size, "target vocabulary size"}}) {
+    if (v <= kNumSpecialTokens)
+      out.push_back(std::string(option) + " must exceed the " +
+                    std::to_string(kNumSpecialTokens) + " special tokens, got " +
+                    std::to_string(v));
+  }
+  for (auto [v, option] : {std::pair{dropout, "--dropout"},
+                           std::pair{attention_dropout, "--attention-dropout"},
+                           std::pair{activation_dropout, "--activation-dropout"}}) {
+    if (!(v >= 0.0 && v < 1.0))
+      out.push_back(std::string(option) + " must be in [0, 1), got " + std::to_string(v));
+  }
+  if (share == SharedEmbeddings::kAll && src_vocab_size != tgt_vocab_size)
+    out.push_back("--share all needs one joint vocabulary, but source has " +
+                  std::to_string(src_vocab_size) + " and target " +
+                  std::to_string(tgt_vocab_size) + " entries");
+
+  // Scheme combinations (docs/schemes.md says why each is rejected).
+  const auto [norm, residual, init] = scheme;
+  const std::string combo = "--norm " + to_string(norm) + " --residual " + to_string(residual) +
+                            " --init " + to_string(init) + ": ";
+  if ((residual == ResidualForm::kAdmin || residual == ResidualForm::kDeepNorm) &&
+      norm != NormPlacement::kPost)
+    out.push_back(combo + to_string(residual) +
+                  " rescales the residual before a Post-LN LayerNorm; it needs --norm post");
+  if (residual == ResidualForm::kReZero && norm != NormPlacement::kNone)
+    out.push_back(combo + "rezero replaces LayerNorm; it needs --norm none");
+  if (init == InitMethod::kTFixup &&
+      (norm != NormPlacement::kNone || residual != ResidualForm::kPlain))
+    out.push_back(combo +
+                  "t-fixup initialises a network without LayerNorm; it needs --norm none "
+                  "--residual plain");
+  if (!init_allowed(residual, init))
+    out.push_back(combo + "--residual " + to_string(residual) + " takes --init " +
+                  allowed_inits(residual));
+  return out;
+}
+
+void ModelConfig::validate() const {
+  const auto list = problems();
+  if (list.empty()) return;
+  std::string message = list.front();
+  for (size_t i = 1; i < list.size(); ++i) message += "; " + list[i];
+  throw std::invalid_argument(message);
+}
+
+void to_json(nlohmann::json& j, const ModelConfig& c) {
+  j = {{"d_model", c.d_model},
+       {"ffn_dim", c.ffn_dim},
+       {"heads", c.heads},
+       {"encoder_layers", c.encoder_layers},
+       {"decoder_layers", c.decoder_layers},
+       {"src_vocab_size", c.src_vocab_size},
+       {"tgt_vocab_size", c.tgt_vocab_size},
+       {"max_positions", c.max_positions},
+       {"dropout", c.dropout},
+       {"attention_dropout", c.attention_dropout},
+       {"activation_dropout", c.activation_dropout},
+       {"share_embeddings", to_string(c.share)},
+       {"norm", to_string(c.scheme.norm)},
+       {"residual", to_string(c.scheme.residual)},
+       {"init", to_string(c.scheme.init)},
+       {"rezero_alpha_init", c.rezero_alpha_init}};
+}
+
+void from_json(const nlohmann::json& j, ModelConfig& c) {
+  j.at("d_model").get_to(c.d_model);
+  j.at("ffn_dim").get_to(c.ffn_dim);
+  j.at("heads").get_to(c.heads);
+  j.at("encoder_layers").get_to(c.encoder_layers);
+  j.at("decoder_layers").get_to(c.decoder_layers);
+  j.at("src_vocab_size").get_to(c.src_vocab_size);
+  j.at("tgt_vocab_size").get_to(c.tgt_vocab_size);
+  j.at("max_positions").get_to(c.max_positions);
+  j.at("dropout").get_to(c.dropout);
+  j.at("attention_dropout").get_to(c.attention_dropout);
+  j.at("activation_dropout").get_to(c.activation_dropout);
+  c.share = parse_shared_embeddings(j.at("share_embeddings").get<std::string>(), "share_embeddings");
+  c.scheme.norm = parse_norm_placement(j.at("norm").get<std::string>(), "norm");
+  c.scheme.residual = parse_residual_form(j.at("residual").get<std::string>(), "residual");
+  c.scheme.init = parse_init_method(j.at("init").get<std::string>(), "init");
+  j.at("rezero_alpha_init").get_to(c.rezero_alpha_init);
+}
+
+}  // namespace normlab::model

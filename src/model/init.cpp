@@ -1,0 +1,134 @@
+#include "model/init.h"
+
+#include <cmath>
+#include <stdexcept>
+
+#include <torch/torch.h>
+
+#include "core/tokens.h"
+#include "model/scheme_constants.h"
+
+namespace normlab::model {
+namespace {
+
+namespace init = torch::nn::init;
+
+void xavier(const torch::nn::Linear& linear, double gain) {
+  init::xavier_uniform_(linear->weight, gain);
+  if (linear->bias.defined()) init::zeros_(linear->bias);
+}
+
+// fairseq: q, k, v were one fused matrix, hence gain 1/sqrt(2); out_proj gain 1.
+// DeepNorm (REFERENCE §1): q, k gain 1; v, out_proj gain beta.
+void init_attention(MultiheadAttention& attn, InitMethod method, double beta) {
+  const bool deepnorm = method == InitMethod::kDeepNorm;
+  const double qk_gain = deepnorm ? 1.0 : 1.0 / std::sqrt(2.0);
+  xavier(attn->q_proj, qk_gain);
+  xavier(attn->k_proj, qk_gain);
+  xavier(attn->v_proj, deepnorm ? beta : qk_gain);
+  xavier(attn->out_proj, deepnorm ? beta : 1.0);
+}
+
+// T-Fixup (REFERENCE §1): scale v_proj (x sqrt(2), undoing the fused gain) and out_proj.
+void t_fixup_attention(MultiheadAttention& attn, double factor) {
+  attn->v_proj->weight.mul_(factor * std::sqrt(2.0));
+  attn->out_proj->weight.mul_(factor);
+}
+
+void init_embedding(torch::Tensor weight) {
+  const auto d = static_cast<double>(weight.size(1));
+  init::normal_(weight, 0.0, std::pow(d, -0.5));  // N(0, C^-1/2), REFERENCE §1
+  weight[kPad].zero_();
+}
+
+void fill_omegas(const std::vector<const ResidualBlock*>& blocks, double omega) {
+  for (const auto* b : blocks)
+    if (b->omega().defined()) b->omega().fill_(omega);
+}
+
+void init_encoder(Encoder& enc, const ModelConfig& c) {
+  const auto method = c.scheme.init;
+  const double beta = deepnorm_encoder_beta(c.encoder_layers, c.decoder_layers);
+  const double fixup = t_fixup_encoder_factor(c.encoder_layers);
+  for (const auto& m : *enc->layers) {
+    auto* layer = m->as<EncoderLayerImpl>();
+    init_attention(layer->self_attn, method, beta);
+    xavier(layer->fc1, method == InitMethod::kDeepNorm ? beta : 1.0);
+    xavier(layer->fc2, method == InitMethod::kDeepNorm ? beta : 1.0);
+    if (method == InitMethod::kTFixup) {
+      t_fixup_attention(layer->self_attn, fixup);
+      layer->fc1->weight.mul_(fixup);
+      layer->fc2->weight.mul_(fixup);
+    }
+    if (method == InitMethod::kAdminClosedForm)
+      fill_omegas({&layer->self_attn_block, &layer->ffn_block},
+                  admin_closed_form_omega(2 * c.encoder_layers));
+  }
+  init_embedding(enc->embed_tokens->weight);
+  if (method == InitMethod::kTFixup)
+    enc->embed_tokens->weight.mul_(t_fixup_encoder_embedding_factor(c.encoder_layers));
+}
+
+void init_decoder(Decoder& dec, const ModelConfig& c) {
+  const auto method = c.scheme.init;
+  const double beta = deepnorm_decoder_beta(c.decoder_layers);
+  const double fixup = t_fixup_decoder_factor(c.decoder_layers);
+  for (const auto& m : *dec->layers) {
+    auto* layer = m->as<DecoderLayerImpl>();
+    init_attention(layer->self_attn, method, beta);
+    init_attention(layer->encoder_attn, method, beta);
+    xavier(layer->fc1, method == InitMethod::kDeepNorm ? beta : 1.0);
+    xavier(layer->fc2, method == InitMethod::kDeepNorm ? beta : 1.0);
+    if (method == InitMethod::kTFixup) {
+      t_fixup_attention(layer->self_attn, fixup);
+      t_fixup_attention(layer->encoder_attn, fixup);
+      layer->fc1->weight.mul_(fixup);
+      layer->fc2->weight.mul_(fixup);
+    }
+    if (method == InitMethod::kAdminClosedForm)
+      fill_omegas({&layer->self_attn_block, &layer->encoder_attn_block, &layer->ffn_block},
+                  admin_closed_form_omega(3 * c.decoder_layers));
+  }
+  // With all embeddings shared, the encoder initialised (and T-Fixup scaled) the one table.
+  if (c.share != SharedEmbeddings::kAll) {
+    init_embedding(dec->embed_tokens->weight);
+    if (method == InitMethod::kTFixup)
+      dec->embed_tokens->weight.mul_(t_fixup_decoder_embedding_factor(c.decoder_layers));
+  }
+  if (dec->output_projection) init_embedding(dec->output_projection->weight);
+}
+
+}  // namespace
+
+void initialize(Seq2Seq& model, uint64_t seed, const ProfileBatch* profile_batch) {
+  const auto& c = model->config();
+  if (c.scheme.init == InitMethod::kAdminProfile && profile_batch == nullptr)
+    throw std::invalid_argument("--init admin-profile needs a batch to profile on");
+  torch::manual_seed(seed);
+  {
+    torch::NoGradGuard no_grad;
+    init_encoder(model->encoder, c);
+    init_decoder(model->decoder, c);
+    // LayerNorms start at gamma = 1, beta = 0 (their constructor's values); ReZero's alpha at
+    // rezero_alpha_init (its constructor's value); Admin's omega at 1 unless set above.
+  }
+  if (c.scheme.init == InitMethod::kAdminProfile) profile_admin(model, *profile_batch);
+}
+
+void profile_admin(Seq2Seq& model, const ProfileBatch& batch) {
+  if (model->config().scheme.residual != ResidualForm::kAdmin)
+    throw std::invalid_argument("Admin profiling needs --residual admin");
+  const bool was_training = model->is_training();
+  model->train();  // dropout on, as in the first training step of Transformer-Clinic
+  for (auto* profile : {model->encoder->admin_profile.get(), model->decoder->admin_profile.get()})
+    *profile = AdminProfile{true, 1.0};
+  {
+    torch::NoGradGuard no_grad;
+    model->forward(batch.src, batch.prev_output_tokens);
+  }
+  model->encoder->admin_profile->active = false;
+  model->decoder->admin_profile->active = false;
+  model->train(was_training);
+}
+
+}  // namespace normlab::model

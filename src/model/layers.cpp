@@ -1,0 +1,162 @@
+#include "model/layers.h"
+
+#include <cmath>
+
+#include <torch/torch.h>
+
+#include "core/tokens.h"
+#include "model/scheme_constants.h"
+
+namespace normlab::model {
+namespace {
+
+constexpr double kLayerNormEps = 1e-5;
+
+torch::Tensor register_rezero_alpha(torch::nn::Module& layer, const ModelConfig& config) {
+  if (config.scheme.residual != ResidualForm::kReZero) return {};
+  return layer.register_parameter("rezero_alpha", torch::full({1}, config.rezero_alpha_init));
+}
+
+torch::nn::LayerNorm final_layer_norm(torch::nn::Module& stack, const ModelConfig& config) {
+  if (config.scheme.norm != NormPlacement::kPre) return nullptr;
+  return stack.register_module(
+      "layer_norm",
+      torch::nn::LayerNorm(torch::nn::LayerNormOptions({config.d_model}).eps(kLayerNormEps)));
+}
+
+torch::Tensor feed_forward(torch::nn::Linear& fc1, torch::nn::Linear& fc2,
+                           const torch::Tensor& x, double activation_dropout, bool training) {
+  return fc2(torch::dropout(torch::relu(fc1(x)), activation_dropout, training));
+}
+
+double deepnorm_alpha(const ModelConfig& c, bool decoder) {
+  if (c.scheme.residual != ResidualForm::kDeepNorm) return 1.0;
+  return decoder ? deepnorm_decoder_alpha(c.decoder_layers)
+                 : deepnorm_encoder_alpha(c.encoder_layers, c.decoder_layers);
+}
+
+}  // namespace
+
+EncoderLayerImpl::EncoderLayerImpl(const ModelConfig& c, double alpha,
+                                   std::shared_ptr<AdminProfile> profile)
+    : activation_dropout_(c.activation_dropout) {
+  self_attn = register_module("self_attn", MultiheadAttention(c.d_model, c.heads, c.attention_dropout));
+  rezero_alpha = register_rezero_alpha(*this, c);
+  self_attn_block = ResidualBlock(*this, "self_attn_layer_norm", "self_attn_omega", c,
+                                  rezero_alpha, alpha, profile);
+  fc1 = register_module("fc1", torch::nn::Linear(c.d_model, c.ffn_dim));
+  fc2 = register_module("fc2", torch::nn::Linear(c.ffn_dim, c.d_model));
+  ffn_block = ResidualBlock(*this, "final_layer_norm", "ffn_omega", c, rezero_alpha, alpha, profile);
+}
+
+torch::Tensor EncoderLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& padding_mask) {
+  const bool train = is_training();
+  auto h = self_attn_block.forward(
+      x, [&](const torch::Tensor& t) { return self_attn(t, t, padding_mask, false); }, train);
+  return ffn_block.forward(
+      h, [&](const torch::Tensor& t) { return feed_forward(fc1, fc2, t, activation_dropout_, train); },
+      train);
+}
+
+DecoderLayerImpl::DecoderLayerImpl(const ModelConfig& c, double alpha,
+                                   std::shared_ptr<AdminProfile> profile)
+    : activation_dropout_(c.activation_dropout) {
+  self_attn = register_module("self_attn", MultiheadAttention(c.d_model, c.heads, c.attention_dropout));
+  rezero_alpha = register_rezero_alpha(*this, c);
+  self_attn_block = ResidualBlock(*this, "self_attn_layer_norm", "self_attn_omega", c,
+                                  rezero_alpha, alpha, profile);
+  encoder_attn =
+      register_module("encoder_attn", MultiheadAttention(c.d_model, c.heads, c.attention_dropout));
+  encoder_attn_block = ResidualBlock(*this, "encoder_attn_layer_norm", "encoder_attn_omega", c,
+                                     rezero_alpha, alpha, profile);
+  fc1 = register_module("fc1", torch::nn::Linear(c.d_model, c.ffn_dim));
+  fc2 = register_module("fc2", torch::nn::Linear(c.ffn_dim, c.d_model));
+  ffn_block = ResidualBlock(*this, "final_layer_norm", "ffn_omega", c, rezero_alpha, alpha, profile);
+}
+
+torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& encoder_out,
+                                        const torch::Tensor& encoder_padding_mask) {
+  const bool train = is_training();
+  auto h = self_attn_block.forward(
+      x, [&](const torch::Tensor& t) { return self_attn(t, t, torch::Tensor(), true); }, train);
+  h = encoder_attn_block.forward(
+      h, [&](const torch::Tensor& t) { return encoder_attn(t, encoder_out, encoder_padding_mask, false); },
+      train);
+  return ffn_block.forward(
+      h, [&](const torch::Tensor& t) { return feed_forward(fc1, fc2, t, activation_dropout_, train); },
+      train);
+}
+
+TokenEmbedding::TokenEmbedding(int64_t d_model, int64_t max_positions, double dropout)
+    : d_model_(d_model), dropout_(dropout) {
+  // REFERENCE §1: half = C/2, freq_i = exp(-i ln(10000)/(half-1)), [sin | cos].
+  const int64_t half = d_model / 2;
+  auto opts = torch::TensorOptions().dtype(torch::kFloat64);
+  auto freq = torch::exp(torch::arange(half, opts) * (-std::log(10000.0) / std::max<int64_t>(half - 1, 1)));
+  auto pos = torch::arange(max_positions + kPositionOffset, opts).unsqueeze(1);
+  auto angles = pos * freq.unsqueeze(0);
+  positions_ = torch::cat({torch::sin(angles), torch::cos(angles)}, 1);
+}
+
+torch::Tensor TokenEmbedding::forward(torch::nn::Embedding& table, const torch::Tensor& tokens,
+                                      bool training) const {
+  const int64_t L = tokens.size(1);
+  TORCH_CHECK(L + kPositionOffset <= positions_.size(0), "sentence of ", L,
+              " tokens exceeds --max-positions ", positions_.size(0) - kPositionOffset);
+  auto weight = table->weight;
+  auto pos = positions_.slice(0, kPositionOffset, kPositionOffset + L)
+                 .to(weight.device(), weight.scalar_type());  // (L,C)
+  auto x = table(tokens) * std::sqrt(static_cast<double>(d_model_)) + pos.unsqueeze(0);
+  return torch::dropout(x, dropout_, training);
+}
+
+EncoderImpl::EncoderImpl(const ModelConfig& c)
+    : embedding_(c.d_model, c.max_positions, c.dropout) {
+  embed_tokens = register_module(
+      "embed_tokens", torch::nn::Embedding(torch::nn::EmbeddingOptions(c.src_vocab_size, c.d_model)));
+  layers = register_module("layers", torch::nn::ModuleList());
+  const double alpha = deepnorm_alpha(c, false);
+  for (int64_t i = 0; i < c.encoder_layers; ++i) layers->push_back(EncoderLayer(c, alpha, admin_profile));
+  layer_norm = final_layer_norm(*this, c);
+}
+
+EncoderOut EncoderImpl::forward(const torch::Tensor& src) {
+  auto padding_mask = src.eq(kPad);
+  auto x = embedding_.forward(embed_tokens, src, is_training());
+  for (const auto& layer : *layers) x = layer->as<EncoderLayerImpl>()->forward(x, padding_mask);
+  if (layer_norm) x = layer_norm(x);
+  return {x, padding_mask};
+}
+
+DecoderImpl::DecoderImpl(const ModelConfig& c, torch::nn::Embedding shared_embedding)
+    : embedding_(c.d_model, c.max_positions, c.dropout) {
+  if (shared_embedding) {
+    embed_tokens = shared_embedding;  // owned (registered) by the encoder
+  } else {
+    embed_tokens = register_module(
+        "embed_tokens", torch::nn::Embedding(torch::nn::EmbeddingOptions(c.tgt_vocab_size, c.d_model)));
+  }
+  layers = register_module("layers", torch::nn::ModuleList());
+  const double alpha = deepnorm_alpha(c, true);
+  for (int64_t i = 0; i < c.decoder_layers; ++i) layers->push_back(DecoderLayer(c, alpha, admin_profile));
+  layer_norm = final_layer_norm(*this, c);
+  if (c.share == SharedEmbeddings::kNone) {
+    output_projection = register_module(
+        "output_projection",
+        torch::nn::Linear(torch::nn::LinearOptions(c.d_model, c.tgt_vocab_size).bias(false)));
+  }
+}
+
+torch::Tensor DecoderImpl::output_weight() const {
+  return output_projection ? output_projection->weight : embed_tokens->weight;
+}
+
+torch::Tensor DecoderImpl::forward(const torch::Tensor& prev_output_tokens, const EncoderOut& encoder) {
+  auto x = embedding_.forward(embed_tokens, prev_output_tokens, is_training());
+  for (const auto& layer : *layers)
+    x = layer->as<DecoderLayerImpl>()->forward(x, encoder.out, encoder.padding_mask);
+  if (layer_norm) x = layer_norm(x);
+  return torch::linear(x, output_weight());  // (B,T,V)
+}
+
+}  // namespace normlab::model

@@ -1,0 +1,107 @@
+// Encoder and decoder stacks with fairseq's parameter names (docs/conventions.md).
+#pragma once
+
+#include <memory>
+
+#include <torch/nn/module.h>
+#include <torch/nn/modules/container/modulelist.h>
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/normalization.h>
+
+#include "model/attention.h"
+#include "model/config.h"
+#include "model/residual_block.h"
+
+namespace normlab::model {
+
+class EncoderLayerImpl : public torch::nn::Module {
+ public:
+  EncoderLayerImpl(const ModelConfig& config, double deepnorm_alpha,
+                   std::shared_ptr<AdminProfile> profile);
+  // x (B,S,C), padding_mask (B,S) -> (B,S,C)
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& padding_mask);
+
+  MultiheadAttention self_attn{nullptr};
+  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
+  torch::Tensor rezero_alpha;  // ReZero only
+  ResidualBlock self_attn_block, ffn_block;
+
+ private:
+  double activation_dropout_;
+};
+TORCH_MODULE(EncoderLayer);
+
+class DecoderLayerImpl : public torch::nn::Module {
+ public:
+  DecoderLayerImpl(const ModelConfig& config, double deepnorm_alpha,
+                   std::shared_ptr<AdminProfile> profile);
+  // x (B,T,C), encoder_out (B,S,C), encoder_padding_mask (B,S) -> (B,T,C)
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& encoder_out,
+                        const torch::Tensor& encoder_padding_mask);
+
+  MultiheadAttention self_attn{nullptr}, encoder_attn{nullptr};
+  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
+  torch::Tensor rezero_alpha;  // ReZero only
+  ResidualBlock self_attn_block, encoder_attn_block, ffn_block;
+
+ private:
+  double activation_dropout_;
+};
+TORCH_MODULE(DecoderLayer);
+
+// sqrt(C) * E[token] + sinusoidal position, then dropout (fairseq's embedding).
+class TokenEmbedding {
+ public:
+  TokenEmbedding(int64_t d_model, int64_t max_positions, double dropout);
+  // tokens (B,L) -> (B,L,C)
+  torch::Tensor forward(torch::nn::Embedding& table, const torch::Tensor& tokens,
+                        bool training) const;
+
+ private:
+  int64_t d_model_;
+  double dropout_;
+  torch::Tensor positions_;  // (max_positions + offset, C), float64 master copy
+};
+
+struct EncoderOut {
+  torch::Tensor out;           // (B,S,C)
+  torch::Tensor padding_mask;  // (B,S) bool, true at padding
+};
+
+class EncoderImpl : public torch::nn::Module {
+ public:
+  explicit EncoderImpl(const ModelConfig& config);
+  EncoderOut forward(const torch::Tensor& src);  // src (B,S) token ids
+
+  torch::nn::Embedding embed_tokens{nullptr};
+  torch::nn::ModuleList layers{nullptr};
+  torch::nn::LayerNorm layer_norm{nullptr};  // Pre-LN's final LayerNorm, else null
+  std::shared_ptr<AdminProfile> admin_profile = std::make_shared<AdminProfile>();
+
+ private:
+  TokenEmbedding embedding_;
+};
+TORCH_MODULE(Encoder);
+
+class DecoderImpl : public torch::nn::Module {
+ public:
+  // `shared_embedding` is the encoder's table when all embeddings are shared, else null.
+  DecoderImpl(const ModelConfig& config, torch::nn::Embedding shared_embedding);
+  // prev_output_tokens (B,T) -> logits (B,T,V)
+  torch::Tensor forward(const torch::Tensor& prev_output_tokens, const EncoderOut& encoder);
+  // The output projection (V,C): the decoder's table when shared, else its own matrix.
+  torch::Tensor output_weight() const;
+
+  torch::nn::Embedding embed_tokens{nullptr};
+  torch::nn::ModuleList layers{nullptr};
+  torch::nn::LayerNorm layer_norm{nullptr};       // Pre-LN's final LayerNorm, else null
+  torch::nn::Linear output_projection{nullptr};  // only when not shared
+  std::shared_ptr<AdminProfile> admin_profile = std::make_shared<AdminProfile>();
+
+ private:
+  TokenEmbedding embedding_;
+};
+TORCH_MODULE(Decoder);
+
+}  // namespace normlab::model

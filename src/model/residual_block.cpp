@@ -1,0 +1,60 @@
+#include "model/residual_block.h"
+
+#include <cmath>
+
+#include <torch/torch.h>
+
+namespace normlab::model {
+
+constexpr double kLayerNormEps = 1e-5;
+
+ResidualBlock::ResidualBlock(torch::nn::Module& owner, const std::string& norm_name,
+                             const std::string& omega_name, const ModelConfig& config,
+                             torch::Tensor rezero_alpha, double deepnorm_alpha,
+                             std::shared_ptr<AdminProfile> profile)
+    : scheme_(config.scheme),
+      dropout_(config.dropout),
+      rezero_alpha_(std::move(rezero_alpha)),
+      deepnorm_alpha_(deepnorm_alpha),
+      profile_(std::move(profile)) {
+  if (scheme_.norm != NormPlacement::kNone) {
+    norm_ = owner.register_module(
+        norm_name,
+        torch::nn::LayerNorm(torch::nn::LayerNormOptions({config.d_model}).eps(kLayerNormEps)));
+  }
+  if (scheme_.residual == ResidualForm::kAdmin) {
+    omega_ = owner.register_parameter(omega_name, torch::ones({config.d_model}));
+  }
+}
+
+torch::Tensor ResidualBlock::forward(const torch::Tensor& x, const SubLayer& f,
+                                     bool training) {
+  auto branch = [&](const torch::Tensor& in) {
+    auto y = f(in);
+    if (scheme_.residual == ResidualForm::kReZero) y = y * rezero_alpha_;
+    return torch::dropout(y, dropout_, training);
+  };
+  switch (scheme_.norm) {
+    case NormPlacement::kPre:
+      return x + branch(norm_(x));
+    case NormPlacement::kNone:
+      return x + branch(x);
+    case NormPlacement::kPost:
+      break;
+  }
+  const bool profiling = profile_ && profile_->active;
+  if (profiling) {
+    torch::NoGradGuard no_grad;
+    omega_.fill_(profile_->r);
+  }
+  torch::Tensor residual = x;
+  if (scheme_.residual == ResidualForm::kAdmin) residual = x * omega_;
+  if (scheme_.residual == ResidualForm::kDeepNorm) residual = x * deepnorm_alpha_;
+  auto y = branch(x);
+  if (profiling) {
+    profile_->r = std::sqrt(residual.detach().var().item<double>() + y.detach().var().item<double>());
+  }
+  return norm_(residual + y);
+}
+
+}  // namespace normlab::model
