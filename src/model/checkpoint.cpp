@@ -3,6 +3,9 @@
 #include <set>
 #include <stdexcept>
 
+#include <caffe2/serialize/inline_container.h>
+#include <torch/csrc/jit/serialization/export.h>
+#include <torch/csrc/jit/serialization/pickler.h>
 #include <torch/serialize.h>
 #include <torch/torch.h>
 
@@ -26,12 +29,35 @@ std::string tensor_bytes(const torch::Tensor& t) {
   return std::string(static_cast<const char*>(c.data_ptr()), static_cast<size_t>(c.numel()));
 }
 
+// torch::pickle_save, but without TorchScript's type tags on dicts: Python's torch.load with
+// its default weights_only=True refuses those (torch.jit._pickle.restore_type_tag).
+std::vector<char> pickle_untagged(const c10::IValue& value) {
+  std::vector<char> pickled;
+  torch::jit::Pickler pickler(
+      [&](const char* bytes, size_t n) { pickled.insert(pickled.end(), bytes, bytes + n); },
+      /*tensor_table=*/nullptr, /*type_renamer=*/nullptr, /*memoized_class_types=*/nullptr,
+      /*get_tensor_id=*/nullptr, /*tag_aggregates=*/false);
+  pickler.protocol();
+  pickler.pushIValue(value);
+  pickler.stop();
+  std::vector<char> archive;
+  caffe2::serialize::PyTorchStreamWriter writer([&](const void* bytes, size_t n) -> size_t {
+    const auto* b = static_cast<const char*>(bytes);
+    archive.insert(archive.end(), b, b + n);
+    return n;
+  });
+  torch::jit::writeArchiveAndTensors("data", pickled.data(), pickled.size(), pickler.tensorData(),
+                                     writer);
+  writer.writeEndOfFile();
+  return archive;
+}
+
 }  // namespace
 
 void save_tensors(const std::string& path, const TensorMap& tensors) {
   c10::Dict<std::string, torch::Tensor> dict;
   for (const auto& [name, t] : tensors) dict.insert(name, t.detach().cpu().contiguous());
-  core::write_file_atomic(path, torch::pickle_save(c10::IValue(dict)));
+  core::write_file_atomic(path, pickle_untagged(c10::IValue(dict)));
 }
 
 TensorMap load_tensors(const std::string& path) {
