@@ -60,6 +60,7 @@ void init_encoder(Encoder& enc, const ModelConfig& c) {
       layer->fc1->weight.mul_(fixup);
       layer->fc2->weight.mul_(fixup);
     }
+    if (layer->rezero_alpha.defined()) layer->rezero_alpha.fill_(c.rezero_alpha_init);
     if (method == InitMethod::kAdminClosedForm)
       fill_omegas({&layer->self_attn_block, &layer->ffn_block},
                   admin_closed_form_omega(2 * c.encoder_layers));
@@ -85,6 +86,7 @@ void init_decoder(Decoder& dec, const ModelConfig& c) {
       layer->fc1->weight.mul_(fixup);
       layer->fc2->weight.mul_(fixup);
     }
+    if (layer->rezero_alpha.defined()) layer->rezero_alpha.fill_(c.rezero_alpha_init);
     if (method == InitMethod::kAdminClosedForm)
       fill_omegas({&layer->self_attn_block, &layer->encoder_attn_block, &layer->ffn_block},
                   admin_closed_form_omega(3 * c.decoder_layers));
@@ -109,8 +111,8 @@ void initialize(Seq2Seq& model, uint64_t seed, const ProfileBatch* profile_batch
     torch::NoGradGuard no_grad;
     init_encoder(model->encoder, c);
     init_decoder(model->decoder, c);
-    // LayerNorms start at gamma = 1, beta = 0 (their constructor's values); ReZero's alpha at
-    // rezero_alpha_init (its constructor's value); Admin's omega at 1 unless set above.
+    // LayerNorms start at gamma = 1, beta = 0 (their constructor's values); Admin's omega at 1
+    // unless set above.
   }
   if (c.scheme.init == InitMethod::kAdminProfile) profile_admin(model, *profile_batch);
 }

@@ -14,7 +14,7 @@ constexpr double kLayerNormEps = 1e-5;
 
 torch::Tensor register_rezero_alpha(torch::nn::Module& layer, const ModelConfig& config) {
   if (config.scheme.residual != ResidualForm::kReZero) return {};
-  return layer.register_parameter("rezero_alpha", torch::full({1}, config.rezero_alpha_init));
+  return layer.register_parameter("rezero_alpha", torch::zeros({1}));  // set by initialize()
 }
 
 torch::nn::LayerNorm final_layer_norm(torch::nn::Module& stack, const ModelConfig& config) {

@@ -1,0 +1,32 @@
+// Atomic writes leave either the old or the new file, and no temporary behind.
+#include <filesystem>
+
+#include <gtest/gtest.h>
+
+#include "core/file_io.h"
+
+using namespace normlab::core;
+namespace fs = std::filesystem;
+
+TEST(FileIo, AtomicWriteReplacesWholeFileAndLeavesNoTemporary) {
+  const fs::path dir = fs::temp_directory_path() / "normlab_file_io_test";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const auto path = (dir / "a.txt").string();
+  write_file_atomic(path, std::string("first version, longer"));
+  write_file_atomic(path, std::string("second"));
+  const auto bytes = read_file(path);
+  EXPECT_EQ(std::string(bytes.begin(), bytes.end()), "second");
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 1);
+  fs::remove_all(dir);
+}
+
+TEST(FileIo, UnwritableAndMissingFilesNameThePath) {
+  try {
+    write_file_atomic("/nonexistent-dir/x.bin", std::string("x"));
+    FAIL();
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent-dir/x.bin"), std::string::npos);
+  }
+  EXPECT_THROW(read_file("/nonexistent-dir/y.bin"), std::runtime_error);
+}

@@ -1,0 +1,90 @@
+// Checkpoints round-trip exactly; damaged or foreign files give errors naming the file.
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "model/checkpoint.h"
+#include "model/init.h"
+
+using namespace normlab::model;
+
+namespace {
+
+std::string temp_path(const std::string& name) {
+  return (std::filesystem::temp_directory_path() / ("normlab_test_" + name)).string();
+}
+
+Seq2Seq small(SharedEmbeddings share) {
+  ModelConfig c;
+  c.d_model = 8;
+  c.ffn_dim = 12;
+  c.heads = 2;
+  c.encoder_layers = 1;
+  c.decoder_layers = 2;
+  c.src_vocab_size = c.tgt_vocab_size = 11;
+  c.share = share;
+  c.scheme = scheme_by_name("admin");
+  c.scheme.init = InitMethod::kAdminClosedForm;
+  Seq2Seq m(c);
+  initialize(m, 5);
+  return m;
+}
+
+}  // namespace
+
+TEST(Checkpoint, RoundTripsEveryParameterAndTheConfig) {
+  for (auto share : {SharedEmbeddings::kAll, SharedEmbeddings::kDecoder, SharedEmbeddings::kNone}) {
+    auto m = small(share);
+    const auto path = temp_path("roundtrip.ckpt");
+    save_model(path, m, {{"seed", 5}});
+    auto loaded = load_model(path);
+    EXPECT_EQ(loaded.meta.at("seed"), 5);
+    EXPECT_EQ(loaded.model->config().share, share);
+    auto a = named_parameters(m);
+    auto b = named_parameters(loaded.model);
+    ASSERT_EQ(a.size(), b.size());
+    for (const auto& [name, t] : a) EXPECT_TRUE(torch::equal(t, b.at(name))) << name;
+    std::remove(path.c_str());
+  }
+}
+
+TEST(Checkpoint, SharedTablesAreOneParameter) {
+  auto m = small(SharedEmbeddings::kAll);
+  auto params = named_parameters(m);
+  EXPECT_EQ(params.count("encoder.embed_tokens.weight"), 1u);
+  EXPECT_EQ(params.count("decoder.embed_tokens.weight"), 0u);
+  EXPECT_EQ(m->decoder->output_weight().data_ptr(), m->encoder->embed_tokens->weight.data_ptr());
+}
+
+TEST(Checkpoint, TruncatedFileIsAnErrorNamingIt) {
+  auto m = small(SharedEmbeddings::kDecoder);
+  const auto path = temp_path("truncated.ckpt");
+  save_model(path, m);
+  std::filesystem::resize_file(path, std::filesystem::file_size(path) / 2);
+  try {
+    load_model(path);
+    FAIL();
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find(path), std::string::npos);
+  }
+  std::remove(path.c_str());
+}
+
+TEST(Checkpoint, ForeignTensorFileIsNotACheckpoint) {
+  const auto path = temp_path("foreign.pt");
+  save_tensors(path, {{"weight", torch::ones({2})}});
+  EXPECT_THROW(
+      {
+        try {
+          load_model(path);
+        } catch (const std::runtime_error& e) {
+          EXPECT_NE(std::string(e.what()).find("not a normlab checkpoint"), std::string::npos);
+          throw;
+        }
+      },
+      std::runtime_error);
+  std::remove(path.c_str());
+}

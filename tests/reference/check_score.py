@@ -1,0 +1,240 @@
+#!/usr/bin/env python3
+"""ctest driver: normlab's summed loss and every parameter gradient against the reference.
+
+Builds a small float64 model with `normlab init`, exports it, scores a seeded random batch with
+`normlab score --grad-out`, recomputes loss, nll, token count and gradients with
+reference_model.py (eval mode: no dropout) and fails unless they agree to relative error
+< 1e-6. It also checks that the exported configuration is the requested scheme and that the
+model is non-trivial (no all-zero weight matrix, gradients reach every parameter).
+"""
+
+import argparse
+import json
+import math
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from reference_model import ReferenceTransformer, label_smoothed_loss, load_weights, make_batch  # noqa: E402
+
+VOCAB = 37
+D_MODEL, FFN_DIM, HEADS, ENCODER_LAYERS, DECODER_LAYERS = 16, 24, 2, 2, 3
+LABEL_SMOOTHING = 0.1
+TOLERANCE = 1e-6
+# Sentence lengths (source, target) of the test batch: from 1 to 9, so the batch is padded
+# on both sides and the shortest sentences are a single token.
+LENGTHS = [(9, 4), (1, 9), (5, 1), (3, 6), (7, 2), (2, 8)]
+# normlab --scheme -> (norm placement, residual form) in weights.json (conv "Layers" table).
+SCHEME_FORMS = {
+    "post-ln": ("post", "plain"), "pre-ln": ("pre", "plain"), "t-fixup": ("none", "plain"),
+    "admin": ("post", "admin"), "rezero": ("none", "rezero"), "deepnorm": ("post", "deepnorm"),
+}
+# The stored name of the shared table and its aliases (conv "Shared embeddings").
+EXPECTED_TIED = {
+    "all": {"decoder.embed_tokens.weight": "encoder.embed_tokens.weight",
+            "decoder.output_projection.weight": "encoder.embed_tokens.weight"},
+    "decoder": {"decoder.output_projection.weight": "decoder.embed_tokens.weight"},
+    "none": {},
+}
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--normlab", required=True, help="path to the normlab binary")
+    parser.add_argument("--workdir", required=True, type=Path)
+    parser.add_argument("--scheme", required=True, choices=sorted(SCHEME_FORMS))
+    parser.add_argument("--share", default="decoder", choices=sorted(EXPECTED_TIED))
+    parser.add_argument("--formula", default="uniform", choices=["uniform", "exclusive"])
+    parser.add_argument("--init", help="passed to `normlab init --init`")
+    parser.add_argument("--rezero-alpha-init", type=float,
+                        help="passed to `normlab init`; a nonzero alpha makes the layers visible")
+    parser.add_argument("--seed", type=int, default=20240611, help="seed of the random ids")
+    return parser.parse_args()
+
+
+def write_random_ids(workdir, seed):
+    """Write src.ids / tgt.ids (one sentence per line, ids in [4, VOCAB)); return the id lists."""
+    rng = random.Random(seed)
+    pairs = [([rng.randrange(4, VOCAB) for _ in range(n)], [rng.randrange(4, VOCAB) for _ in range(m)])
+             for n, m in LENGTHS]
+    src_lines, tgt_lines = [list(side) for side in zip(*pairs)]
+    for name, lines in (("src.ids", src_lines), ("tgt.ids", tgt_lines)):
+        (workdir / name).write_text("".join(" ".join(map(str, ids)) + "\n" for ids in lines))
+    return src_lines, tgt_lines
+
+
+def run_normlab(binary, *args):
+    """Run one normlab sub-command; exit the test with its output if it fails."""
+    command = [binary, *map(str, args)]
+    result = subprocess.run(command, capture_output=True, text=True)
+    if result.returncode != 0:
+        sys.exit(f"FAIL: {' '.join(command)} exited with {result.returncode}\n"
+                 f"{result.stdout}{result.stderr}")
+    return result.stdout
+
+
+def normlab_score(args):
+    """init, export and score with normlab; return its score JSON and the paths it wrote."""
+    workdir = args.workdir
+    checkpoint, weights, grads = workdir / "model.ckpt", workdir / "weights.pt", workdir / "grads.pt"
+    init = ["init", "--scheme", args.scheme, "--d-model", D_MODEL, "--ffn-dim", FFN_DIM,
+            "--heads", HEADS, "--encoder-layers", ENCODER_LAYERS, "--decoder-layers", DECODER_LAYERS,
+            "--vocab-size", VOCAB, "--share", args.share, "--dtype", "float64", "--seed", 7,
+            "--out", checkpoint]
+    if args.init:
+        init += ["--init", args.init]
+    if args.rezero_alpha_init is not None:
+        init += ["--rezero-alpha-init", args.rezero_alpha_init]
+    run_normlab(args.normlab, *init)
+    run_normlab(args.normlab, "export", "--checkpoint", checkpoint, "--out", weights)
+    stdout = run_normlab(args.normlab, "score", "--checkpoint", checkpoint,
+                         "--src-ids", workdir / "src.ids", "--tgt-ids", workdir / "tgt.ids",
+                         "--label-smoothing", LABEL_SMOOTHING, "--ls-formula", args.formula,
+                         "--json", "--grad-out", grads)
+    json_lines = [line for line in stdout.splitlines() if line.startswith("{")]
+    if not json_lines:
+        sys.exit(f"FAIL: `normlab score --json` printed no JSON line:\n{stdout}")
+    return json.loads(json_lines[-1]), weights, grads
+
+
+def check_config(config, state, args):
+    """The exported model is the one requested; return a list of failure messages."""
+    failures = []
+    model, scheme = config["model"], config["scheme"]
+    expected = {"d_model": D_MODEL, "ffn_dim": FFN_DIM, "heads": HEADS,
+                "encoder_layers": ENCODER_LAYERS, "decoder_layers": DECODER_LAYERS,
+                "src_vocab_size": VOCAB, "tgt_vocab_size": VOCAB, "share_embeddings": args.share}
+    failures += [f"weights.json model.{key} = {model.get(key)!r}, expected {value!r}"
+                 for key, value in expected.items() if model.get(key) != value]
+    if (scheme["norm"], scheme["residual"]) != SCHEME_FORMS[args.scheme]:
+        failures.append(f"weights.json scheme {scheme['norm']}/{scheme['residual']} for --scheme "
+                        f"{args.scheme}, expected {'/'.join(SCHEME_FORMS[args.scheme])}")
+    if config["tied"] != EXPECTED_TIED[args.share]:
+        failures.append(f"weights.json tied = {config['tied']}, expected {EXPECTED_TIED[args.share]}")
+    failures += [f"weights.pt alias {alias} differs from {stored}"
+                 for alias, stored in config["tied"].items()
+                 if alias in state and stored in state and not torch.equal(state[alias], state[stored])]
+    failures += [f"weights.pt {name} has dtype {tensor.dtype}, expected float64"
+                 for name, tensor in state.items() if tensor.dtype != torch.float64]
+    failures += [f"weights.pt {name} is all zero" for name, tensor in state.items()
+                 if tensor.dim() == 2 and not tensor.any()]
+    return failures + check_scheme_constants(config, state, args)
+
+
+def check_scheme_constants(config, state, args):
+    """Scheme constants that enter the forward pass (REF 1); return failure messages."""
+    scheme, failures = config["scheme"], []
+    n, m = ENCODER_LAYERS, DECODER_LAYERS
+    alphas = {"encoder": 1.0, "decoder": 1.0}
+    if scheme["residual"] == "deepnorm":  # enc 0.81 (N^4 M)^(1/16), dec (3M)^(1/4)
+        alphas = {"encoder": 0.81 * (n ** 4 * m) ** (1 / 16), "decoder": (3 * m) ** 0.25}
+    for side, value in alphas.items():
+        if not math.isclose(scheme[f"{side}_alpha"], value, rel_tol=1e-12):
+            failures.append(f"weights.json scheme.{side}_alpha = {scheme[f'{side}_alpha']}, expected {value}")
+    if args.init == "admin-closed-form":  # omega = sqrt((N+1)/ln(N+1) - 1), N residual sub-layers
+        sublayers = {"encoder": 2 * n, "decoder": 3 * m}
+        for name, tensor in state.items():
+            if name.endswith("_omega"):
+                count = sublayers[name.split(".")[0]]
+                omega = math.sqrt((count + 1) / math.log(count + 1) - 1)
+                if not torch.allclose(tensor, torch.full_like(tensor, omega), rtol=1e-12, atol=0):
+                    failures.append(f"{name} = {tensor.flatten()[:3].tolist()}..., expected the "
+                                    f"closed form {omega} (N = {count} sub-layers)")
+    if args.rezero_alpha_init is not None:
+        failures += [f"{name} = {tensor.item()}, expected --rezero-alpha-init {args.rezero_alpha_init}"
+                     for name, tensor in state.items()
+                     if name.endswith("rezero_alpha") and tensor.item() != args.rezero_alpha_init]
+    return failures
+
+
+def reference_score(state, config, src_lines, tgt_lines, formula):
+    """Loss, nll, tokens and gradients (stored names) of the reference model in float64."""
+    model = ReferenceTransformer(config).double().eval()
+    model.load_state_dict(state, strict=True)
+    special = config["special_tokens"]
+    source, prev_output_tokens, target = make_batch(src_lines, tgt_lines, special["pad"], special["eos"])
+    loss, nll, tokens = label_smoothed_loss(model(source, prev_output_tokens), target,
+                                            LABEL_SMOOTHING, formula, special["pad"])
+    loss.backward()
+    grads = {name: param.grad for name, param in model.named_parameters()}
+    return loss.item(), nll.item(), tokens, grads, model.tied_aliases()
+
+
+def relative_error(reference, value):
+    return (reference - value).norm().item() / max(reference.norm().item(), 1e-12)
+
+
+def compare_gradients(ref_grads, grads):
+    """Return (failures, worst relative error, worst name)."""
+    failures = []
+    if set(ref_grads) != set(grads):
+        failures.append(f"gradient names differ: only in reference {sorted(set(ref_grads) - set(grads))}, "
+                        f"only in normlab {sorted(set(grads) - set(ref_grads))}")
+    total = math.sqrt(sum(g.norm().item() ** 2 for g in ref_grads.values()))
+    worst, worst_name, zero = 0.0, None, []
+    for name in sorted(set(ref_grads) & set(grads)):
+        ref, grad = ref_grads[name], grads[name]
+        if grad.shape != ref.shape or grad.dtype != torch.float64:
+            failures.append(f"gradient {name}: {grad.dtype} {tuple(grad.shape)}, expected "
+                            f"float64 {tuple(ref.shape)}")
+            continue
+        if name.endswith("k_proj.bias"):
+            # Analytically zero (softmax is invariant to the constant q.b_k added to a row of
+            # scores), so only rounding noise is left: compare with the overall gradient norm.
+            if max(ref.norm().item(), grad.norm().item()) > 1e-10 * total:
+                failures.append(f"gradient {name} should be zero: |ref| {ref.norm().item():.3e}, "
+                                f"|normlab| {grad.norm().item():.3e}")
+            continue
+        if not ref.any():
+            zero.append(name)
+        error = relative_error(ref, grad)
+        if error >= worst:
+            worst, worst_name = error, name
+    if zero:
+        failures.append(f"{len(zero)} parameters have a zero reference gradient, so the test does "
+                        f"not exercise them: {', '.join(zero[:4])}{', ...' if len(zero) > 4 else ''}")
+    if worst >= TOLERANCE:
+        failures.append(f"gradient {worst_name}: relative error {worst:.3e} >= {TOLERANCE:g} "
+                        f"(|ref| {ref_grads[worst_name].norm().item():.6e}, "
+                        f"|normlab| {grads[worst_name].norm().item():.6e})")
+    return failures, worst, worst_name
+
+
+def main():
+    args = parse_args()
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    src_lines, tgt_lines = write_random_ids(args.workdir, args.seed)
+    score, weights_path, grads_path = normlab_score(args)
+    state, config = load_weights(weights_path)
+    grads = torch.load(grads_path, map_location="cpu", weights_only=True)
+
+    failures = check_config(config, state, args)
+    loss, nll, tokens, ref_grads, ref_tied = reference_score(state, config, src_lines, tgt_lines, args.formula)
+    if ref_tied != config["tied"]:
+        failures.append(f"reference aliases {ref_tied} differ from weights.json tied {config['tied']}")
+    loss_error = abs(score["loss"] - loss) / abs(loss)
+    nll_error = abs(score["nll"] - nll) / abs(nll)
+    if loss_error >= TOLERANCE:
+        failures.append(f"loss: normlab {score['loss']!r}, reference {loss!r}, relative error {loss_error:.3e}")
+    if nll_error >= TOLERANCE:
+        failures.append(f"nll: normlab {score['nll']!r}, reference {nll!r}, relative error {nll_error:.3e}")
+    if score["tokens"] != tokens:
+        failures.append(f"tokens: normlab {score['tokens']}, reference {tokens}")
+    grad_failures, worst, worst_name = compare_gradients(ref_grads, grads)
+    failures += grad_failures
+
+    case = f"{args.scheme}/{args.share}/{args.formula}"
+    if failures:
+        print(f"FAIL {case}:\n  " + "\n  ".join(failures))
+        sys.exit(1)
+    print(f"OK {case}: loss {loss:.10g} (rel err {loss_error:.1e}), nll {nll:.10g} "
+          f"(rel err {nll_error:.1e}), {tokens} tokens, {len(ref_grads)} parameters, "
+          f"worst gradient rel err {worst:.1e} ({worst_name})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,326 @@
+"""Independent PyTorch reference of the normlab encoder-decoder Transformer.
+
+Written only from docs/conventions.md ("conv" below) and ../shared/REFERENCE.md sections 1-2
+("REF"), never from the C++ sources, so that the tests comparing the two check the math rather
+than a shared transcription. Tensors are batch-first. Dimension names: B batch, S source length,
+T target length, C d_model, F FFN dimension, H heads, D head dimension (C/H), V vocabulary.
+"""
+
+import json
+import math
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+# (norm placement, residual form) pairs of the scheme table (conv "Layers", REF 1).
+SUPPORTED_SCHEMES = {
+    ("post", "plain"), ("post", "admin"), ("post", "deepnorm"),
+    ("pre", "plain"),
+    ("none", "plain"), ("none", "rezero"),
+}
+
+
+def load_weights(path_pt):
+    """Read `weights.pt` (dict name -> tensor, aliases included) and the sibling `weights.json`."""
+    path_pt = Path(path_pt)
+    state = torch.load(path_pt, map_location="cpu", weights_only=True)
+    with open(path_pt.with_suffix(".json"), encoding="utf-8") as f:
+        config = json.load(f)
+    return state, config
+
+
+def sinusoidal_table(num_positions, dim):
+    """P[p] = [sin(p * freq) | cos(p * freq)], freq_i = exp(-i ln(10000) / (half - 1)) (REF 1)."""
+    half = dim // 2
+    freq = torch.exp(torch.arange(half, dtype=torch.float64) * (-math.log(10000.0) / (half - 1)))
+    angles = torch.arange(num_positions, dtype=torch.float64).unsqueeze(1) * freq.unsqueeze(0)
+    return torch.cat([torch.sin(angles), torch.cos(angles)], dim=1)
+
+
+class MultiheadAttention(nn.Module):
+    """q = q_proj(x) / sqrt(D); softmax(q k^T + mask) v per head; heads concatenated; out_proj."""
+
+    def __init__(self, dim, heads, attention_dropout):
+        super().__init__()
+        if dim % heads:
+            raise ValueError(f"d_model {dim} is not divisible by heads {heads}")
+        self.heads = heads
+        self.head_dim = dim // heads
+        self.attention_dropout = attention_dropout
+        self.q_proj = nn.Linear(dim, dim)
+        self.k_proj = nn.Linear(dim, dim)
+        self.v_proj = nn.Linear(dim, dim)
+        self.out_proj = nn.Linear(dim, dim)
+
+    def _split_heads(self, x):
+        """(B, L, C) -> (B, H, L, D)."""
+        batch, length, _ = x.shape
+        return x.view(batch, length, self.heads, self.head_dim).transpose(1, 2)
+
+    def forward(self, x, kv, blocked):
+        """x: (B, T, C) queries; kv: (B, S, C); blocked: bool, broadcastable to (B, H, T, S)."""
+        q = self._split_heads(self.q_proj(x) / math.sqrt(self.head_dim))
+        k = self._split_heads(self.k_proj(kv))
+        v = self._split_heads(self.v_proj(kv))
+        scores = torch.matmul(q, k.transpose(-1, -2)).masked_fill(blocked, float("-inf"))
+        probs = F.dropout(torch.softmax(scores, dim=-1), self.attention_dropout, self.training)
+        return self.out_proj(torch.matmul(probs, v).transpose(1, 2).flatten(2))
+
+
+def layer_norm_name(block):
+    """fairseq's name of a block's LayerNorm: the FFN block's is `final_layer_norm` (conv)."""
+    return "final_layer_norm" if block == "ffn" else f"{block}_layer_norm"
+
+
+class TransformerLayer(nn.Module):
+    """What encoder and decoder layers share: the FFN and the residual scheme of each block."""
+
+    def __init__(self, cfg, scheme, blocks):
+        super().__init__()
+        dim = cfg["d_model"]
+        self.norm, self.residual = scheme["norm"], scheme["residual"]
+        self.dropout = cfg["dropout"]
+        self.activation_dropout = cfg["activation_dropout"]
+        self.deepnorm_alpha = scheme["deepnorm_alpha"]
+        self.fc1 = nn.Linear(dim, cfg["ffn_dim"])
+        self.fc2 = nn.Linear(cfg["ffn_dim"], dim)
+        for block in blocks:
+            if self.norm in ("post", "pre"):  # one LN per block
+                self.add_module(layer_norm_name(block), nn.LayerNorm(dim, eps=cfg["layer_norm_eps"]))
+            if self.residual == "admin":  # Admin: a learnable vector omega per block
+                self.register_parameter(f"{block}_omega", nn.Parameter(torch.ones(dim)))
+        if self.residual == "rezero":  # ReZero: one scalar per layer, shared by its blocks
+            self.rezero_alpha = nn.Parameter(torch.zeros(1))
+
+    def feed_forward(self, x):
+        """fc2(dropout_act(relu(fc1(x)))) (conv "Layers")."""
+        hidden = F.dropout(torch.relu(self.fc1(x)), self.activation_dropout, self.training)
+        return self.fc2(hidden)
+
+    def block(self, x, f, block):
+        """One residual sub-layer, per the scheme table of conv "Layers" / REF 1:
+
+        post/plain    LN(x + drop(f(x)))
+        post/admin    LN(x * omega + drop(f(x)))
+        post/deepnorm LN(alpha * x + drop(f(x)))
+        pre/plain     x + drop(f(LN(x)))
+        none/plain    x + drop(f(x))                (T-Fixup)
+        none/rezero   x + drop(alpha_l * f(x))
+        """
+        layer_norm = getattr(self, layer_norm_name(block), None)
+        if self.norm == "pre":
+            return x + F.dropout(f(layer_norm(x)), self.dropout, self.training)
+        branch = f(x)
+        if self.residual == "rezero":
+            branch = self.rezero_alpha * branch
+        if self.residual == "admin":
+            x = x * getattr(self, f"{block}_omega")
+        elif self.residual == "deepnorm":
+            x = self.deepnorm_alpha * x
+        y = x + F.dropout(branch, self.dropout, self.training)
+        return layer_norm(y) if self.norm == "post" else y
+
+
+class EncoderLayer(TransformerLayer):
+    """Self-attention block, then FFN block."""
+
+    def __init__(self, cfg, scheme):
+        super().__init__(cfg, scheme, ("self_attn", "ffn"))
+        self.self_attn = MultiheadAttention(cfg["d_model"], cfg["heads"], cfg["attention_dropout"])
+
+    def forward(self, x, self_blocked):
+        x = self.block(x, lambda h: self.self_attn(h, h, self_blocked), "self_attn")
+        return self.block(x, self.feed_forward, "ffn")
+
+
+class DecoderLayer(TransformerLayer):
+    """Causal self-attention block, cross-attention block, then FFN block."""
+
+    def __init__(self, cfg, scheme):
+        super().__init__(cfg, scheme, ("self_attn", "encoder_attn", "ffn"))
+        self.self_attn = MultiheadAttention(cfg["d_model"], cfg["heads"], cfg["attention_dropout"])
+        self.encoder_attn = MultiheadAttention(cfg["d_model"], cfg["heads"], cfg["attention_dropout"])
+
+    def forward(self, x, self_blocked, encoder_out, cross_blocked):
+        x = self.block(x, lambda h: self.self_attn(h, h, self_blocked), "self_attn")
+        x = self.block(x, lambda h: self.encoder_attn(h, encoder_out, cross_blocked), "encoder_attn")
+        return self.block(x, self.feed_forward, "ffn")
+
+
+class Embedder(nn.Module):
+    """x = embed_scale * E[token] + P[t + position_offset], then dropout (conv "Embeddings").
+
+    The table E is passed in so that shared embeddings are one Parameter object: registered
+    first under the stored name, later modules see it as an alias (conv "Shared embeddings").
+    """
+
+    def __init__(self, cfg, embed_tokens):
+        super().__init__()
+        self.embed_tokens = embed_tokens
+        self.embed_scale = cfg["embed_scale"]
+        self.position_offset = cfg["position_offset"]
+        self.dropout = cfg["dropout"]
+        self.register_buffer(
+            "positions", sinusoidal_table(cfg["max_positions"] + self.position_offset, cfg["d_model"]),
+            persistent=False)
+
+    def embed(self, tokens):
+        length = tokens.size(1)
+        if length + self.position_offset > self.positions.size(0):
+            raise ValueError(f"sequence of {length} tokens exceeds max_positions")
+        positions = self.positions[self.position_offset:self.position_offset + length]
+        x = self.embed_scale * self.embed_tokens(tokens) + positions.to(self.embed_tokens.weight.dtype)
+        return F.dropout(x, self.dropout, self.training)
+
+
+class Encoder(Embedder):
+    def __init__(self, cfg, scheme, embed_tokens):
+        super().__init__(cfg, embed_tokens)
+        self.layers = nn.ModuleList(EncoderLayer(cfg, scheme) for _ in range(cfg["encoder_layers"]))
+        if scheme["norm"] == "pre":  # Pre-LN: a final LN after the last layer
+            self.layer_norm = nn.LayerNorm(cfg["d_model"], eps=cfg["layer_norm_eps"])
+
+    def forward(self, src_tokens, src_blocked):
+        """src_blocked: (B, 1, 1, S), True at padded source keys. Returns (B, S, C)."""
+        x = self.embed(src_tokens)
+        for layer in self.layers:
+            x = layer(x, src_blocked)
+        return self.layer_norm(x) if hasattr(self, "layer_norm") else x
+
+
+class Decoder(Embedder):
+    def __init__(self, cfg, scheme, embed_tokens, output_weight):
+        super().__init__(cfg, embed_tokens)
+        self.layers = nn.ModuleList(DecoderLayer(cfg, scheme) for _ in range(cfg["decoder_layers"]))
+        if scheme["norm"] == "pre":
+            self.layer_norm = nn.LayerNorm(cfg["d_model"], eps=cfg["layer_norm_eps"])
+        self.output_projection = nn.Linear(cfg["d_model"], cfg["tgt_vocab_size"], bias=False)
+        if output_weight is not None:
+            self.output_projection.weight = output_weight
+
+    def forward(self, prev_output_tokens, encoder_out, src_blocked):
+        """Returns logits (B, T, V) = x W_out^T (conv "Layers")."""
+        length = prev_output_tokens.size(1)
+        causal = torch.ones(length, length, dtype=torch.bool,
+                            device=prev_output_tokens.device).triu(1)  # key after query
+        self_blocked = causal | key_padding(prev_output_tokens, self.embed_tokens.padding_idx)
+        x = self.embed(prev_output_tokens)
+        for layer in self.layers:
+            x = layer(x, self_blocked, encoder_out, src_blocked)
+        if hasattr(self, "layer_norm"):
+            x = self.layer_norm(x)
+        return self.output_projection(x)
+
+
+def key_padding(tokens, pad):
+    """(B, L) tokens -> (B, 1, 1, L) bool, True at padding keys (broadcast over heads, queries)."""
+    return tokens.eq(pad)[:, None, None, :]
+
+
+class ReferenceTransformer(nn.Module):
+    """The normlab model, built from the `weights.json` dict; parameters carry fairseq names."""
+
+    def __init__(self, config):
+        super().__init__()
+        cfg = dict(config["model"])
+        for key in ("position_offset", "embed_scale", "layer_norm_eps"):
+            cfg[key] = config[key]
+        scheme = config["scheme"]
+        if (scheme["norm"], scheme["residual"]) not in SUPPORTED_SCHEMES:
+            raise ValueError(f"unsupported scheme {scheme['norm']}/{scheme['residual']}")
+        self.pad = config["special_tokens"]["pad"]
+        share = cfg["share_embeddings"]
+        if share == "all" and cfg["src_vocab_size"] != cfg["tgt_vocab_size"]:
+            raise ValueError("share_embeddings=all needs equal source and target vocabularies")
+
+        def table(vocab):
+            return nn.Embedding(vocab, cfg["d_model"], padding_idx=self.pad)
+
+        def stack_scheme(side):  # DeepNorm's alpha is a constant per stack
+            return {"norm": scheme["norm"], "residual": scheme["residual"],
+                    "deepnorm_alpha": scheme[f"{side}_alpha"]}
+
+        src_table = table(cfg["src_vocab_size"])
+        tgt_table = src_table if share == "all" else table(cfg["tgt_vocab_size"])
+        self.encoder = Encoder(cfg, stack_scheme("encoder"), src_table)
+        self.decoder = Decoder(cfg, stack_scheme("decoder"), tgt_table,
+                               tgt_table.weight if share in ("all", "decoder") else None)
+
+    def tied_aliases(self):
+        """alias -> stored name, as `weights.json` lists them under `tied`."""
+        stored = {id(p): name for name, p in self.named_parameters()}
+        return {name: stored[id(p)]
+                for name, p in self.named_parameters(remove_duplicate=False)
+                if stored[id(p)] != name}
+
+    def forward(self, src_tokens, prev_output_tokens):
+        src_blocked = key_padding(src_tokens, self.pad)
+        encoder_out = self.encoder(src_tokens, src_blocked)
+        return self.decoder(prev_output_tokens, encoder_out, src_blocked)
+
+    @torch.no_grad()
+    def reset_parameters_fairseq(self):
+        """fairseq's initialisation (REF 1) for plain Post-/Pre-LN: Xavier-uniform Linears with
+        zero bias (q/k/v gain 1/sqrt(2)), embeddings N(0, C^-1/2) with a zero padding row,
+        LN gamma 1 beta 0. The special schemes' inits (T-Fixup, Admin, DeepNorm) are not
+        reproduced: the tests load normlab's weights instead."""
+        dim = self.encoder.embed_tokens.embedding_dim
+        for name, module in self.named_modules():
+            if isinstance(module, nn.Linear) and not name.endswith("output_projection"):
+                gain = 2 ** -0.5 if name.endswith(("q_proj", "k_proj", "v_proj")) else 1.0
+                nn.init.xavier_uniform_(module.weight, gain=gain)
+                nn.init.zeros_(module.bias)
+            elif isinstance(module, nn.LayerNorm):
+                nn.init.ones_(module.weight)
+                nn.init.zeros_(module.bias)
+        tables = [self.encoder.embed_tokens.weight, self.decoder.embed_tokens.weight]
+        for weight in {id(w): w for w in tables}.values():  # a shared table once
+            nn.init.normal_(weight, mean=0.0, std=dim ** -0.5)
+            weight[self.pad].zero_()
+        output = self.decoder.output_projection.weight
+        if all(output is not w for w in tables):  # unshared output projection: N(0, C^-1/2)
+            nn.init.normal_(output, mean=0.0, std=dim ** -0.5)
+        for name, param in self.named_parameters():
+            if name.endswith("_omega"):
+                nn.init.ones_(param)
+            elif name.endswith("rezero_alpha"):
+                nn.init.zeros_(param)
+
+
+def make_batch(src_lines, tgt_lines, pad=1, eos=2):
+    """Lists of id lists (no special tokens) -> right-padded LongTensors (conv "Tokens"):
+    source `x </s>`, prev_output_tokens `</s> y`, target `y </s>`."""
+    def pad_rows(rows):
+        out = torch.full((len(rows), max(map(len, rows))), pad, dtype=torch.long)
+        for i, row in enumerate(rows):
+            out[i, :len(row)] = torch.tensor(row, dtype=torch.long)
+        return out
+
+    source = pad_rows([list(x) + [eos] for x in src_lines])
+    prev_output_tokens = pad_rows([[eos] + list(y) for y in tgt_lines])
+    target = pad_rows([list(y) + [eos] for y in tgt_lines])
+    return source, prev_output_tokens, target
+
+
+def label_smoothed_loss(logits, target, eps, formula, pad):
+    """Summed label-smoothed cross entropy over non-padding targets (conv "Loss", REF 2).
+
+    lp = log_softmax(logits), nll = -lp[target], smooth = -sum_v lp[v];
+    uniform:   (1 - eps) * nll + eps / V * smooth
+    exclusive: (1 - eps - eps / (V - 1)) * nll + eps / (V - 1) * smooth
+    Returns (summed loss, summed nll, number of non-padding target tokens).
+    """
+    vocab = logits.size(-1)
+    lp = torch.log_softmax(logits, dim=-1)
+    keep = target.ne(pad)
+    nll = -lp.gather(-1, target.unsqueeze(-1)).squeeze(-1)[keep]
+    smooth = -lp.sum(-1)[keep]
+    if formula == "uniform":
+        loss = (1.0 - eps) * nll + eps / vocab * smooth
+    elif formula == "exclusive":
+        loss = (1.0 - eps - eps / (vocab - 1)) * nll + eps / (vocab - 1) * smooth
+    else:
+        raise ValueError(f"unknown label smoothing formula {formula!r}")
+    return loss.sum(), nll.sum(), int(keep.sum())
