@@ -25,7 +25,7 @@ demo: build
 	@scripts/demo $(BUILD)/normlab
 
 bench: build
-	@$(PYTHON) bench/train_step.py --normlab $(BUILD)/normlab_bench
+	@$(PYTHON) bench/train_step.py --normlab $(BUILD)/normlab --bench $(BUILD)/normlab_bench
 
 clean:
 	rm -rf $(BUILD)

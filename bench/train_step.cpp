@@ -1,0 +1,83 @@
+// One training step (forward, label-smoothed loss, backward, Adam) of a preset model on a
+// batch of random ids, timed over repeats. Prints one JSON line; bench/train_step.py runs it
+// beside the PyTorch peer and writes docs/performance.md.
+#include <algorithm>
+#include <chrono>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include "core/runtime.h"
+#include "core/tokens.h"
+#include "model/init.h"
+#include "model/seq2seq.h"
+#include "train/loss.h"
+
+using namespace normlab;
+
+int main(int argc, char** argv) {
+  CLI::App app{"normlab training-step benchmark"};
+  std::string scheme = "post-ln", preset = "iwslt-small", device_name = "auto";
+  int64_t vocab = 10000, sentences = 128, length = 32, warmup = 2, steps = 10;
+  int threads = 0;
+  app.add_option("--scheme", scheme)->capture_default_str();
+  app.add_option("--preset", preset)->capture_default_str();
+  app.add_option("--vocab-size", vocab)->capture_default_str();
+  app.add_option("--sentences", sentences, "sentences per batch")->capture_default_str();
+  app.add_option("--length", length, "tokens per source and target sentence")->capture_default_str();
+  app.add_option("--warmup", warmup, "untimed steps")->capture_default_str();
+  app.add_option("--steps", steps, "timed steps")->capture_default_str();
+  app.add_option("--threads", threads, "0: automatic")->capture_default_str();
+  app.add_option("--device", device_name)->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  const int used_threads = core::configure_threads(threads);
+  const auto device = core::resolve_device(device_name);
+  model::ModelConfig c;
+  model::apply_preset(preset, c);
+  c.scheme = model::scheme_by_name(scheme);
+  if (c.scheme.init == model::InitMethod::kAdminProfile) c.scheme.init = model::InitMethod::kAdminClosedForm;
+  c.src_vocab_size = c.tgt_vocab_size = vocab;
+  model::Seq2Seq net(c);
+  model::initialize(net, 1);
+  net->to(device);
+  net->train();
+  torch::optim::Adam adam(net->parameters(),
+                          torch::optim::AdamOptions(5e-4).betas({0.9, 0.98}).eps(1e-8));
+
+  torch::manual_seed(2);
+  auto ids = [&] { return torch::randint(kNumSpecialTokens, vocab, {sentences, length}, torch::kInt64); };
+  auto src = ids().to(device);
+  auto target = ids().to(device);
+  auto prev = torch::cat({torch::full({sentences, 1}, kEos, torch::kInt64).to(device),
+                          target.slice(1, 0, length - 1)}, 1);
+
+  auto step = [&] {
+    adam.zero_grad();
+    auto logits = net->forward(src, prev);
+    auto sums = train::label_smoothed_nll(logits, target, 0.1,
+                                          train::LabelSmoothingFormula::kUniform, kPad);
+    (sums.loss / static_cast<double>(sums.tokens)).backward();
+    adam.step();
+    if (device.is_cuda()) torch::cuda::synchronize();
+  };
+  for (int64_t i = 0; i < warmup; ++i) step();
+  std::vector<double> seconds;
+  for (int64_t i = 0; i < steps; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    step();
+    seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(seconds.begin(), seconds.end());
+  std::cout << nlohmann::json{{"impl", "normlab"},
+                              {"threads", used_threads},
+                              {"device", device.str()},
+                              {"step_seconds", seconds},
+                              {"median_seconds", seconds[seconds.size() / 2]},
+                              {"tokens", sentences * length}}
+                   .dump()
+            << "\n";
+  return 0;
+}
