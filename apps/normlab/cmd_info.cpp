@@ -24,6 +24,7 @@ Runner add_info_command(CLI::App& app, const GlobalOptions& global) {
                         {"onednn", info.onednn},
                         {"cpu_capability", info.cpu_capability},
                         {"intra_op_threads", info.intra_op_threads},
+                        {"aten_default_threads", info.aten_default_threads},
                         {"available_cpus", info.available_cpus},
                         {"cuda_available", info.cuda_available},
                         {"cuda_devices", info.cuda_devices},
@@ -40,7 +41,7 @@ Runner add_info_command(CLI::App& app, const GlobalOptions& global) {
               << "oneDNN           " << info.onednn << "\n"
               << "CPU capability   " << info.cpu_capability << "\n"
               << "threads          " << info.intra_op_threads << " intra-op (" << info.available_cpus
-              << " CPUs available)\n"
+              << " CPUs available; ATen's own default " << info.aten_default_threads << ")\n"
               << "CUDA             "
               << (info.cuda_available ? std::to_string(info.cuda_devices) + " device(s), " +
                                             info.cuda_device_name

@@ -39,7 +39,17 @@ std::string config_line(const std::string& key) {
   return "none";
 }
 
+int& aten_default() {
+  static int threads = 0;
+  return threads;
+}
+
 }  // namespace
+
+int aten_default_threads() {
+  if (aten_default() == 0) aten_default() = at::get_num_threads();
+  return aten_default();
+}
 
 int available_cpus() {
   cpu_set_t set;
@@ -55,6 +65,7 @@ int configure_threads(int requested) {
     throw std::invalid_argument("--threads must be >= 1 (or 0 for automatic), got " +
                                 std::to_string(requested));
   }
+  aten_default_threads();  // remember ATen's choice before overriding it
   int threads = requested > 0 ? requested : available_cpus();
   at::set_num_threads(threads);
   return at::get_num_threads();
@@ -98,6 +109,7 @@ RuntimeInfo runtime_info() {
   if (auto colon = info.cpu_capability.find(": "); colon != std::string::npos)
     info.cpu_capability = info.cpu_capability.substr(colon + 2);
   info.intra_op_threads = at::get_num_threads();
+  info.aten_default_threads = aten_default_threads();
   info.available_cpus = available_cpus();
   info.cuda_available = torch::cuda::is_available();
   info.cuda_devices = static_cast<int>(torch::cuda::device_count());

@@ -13,6 +13,8 @@ int available_cpus();
 // Sets ATen's intra-op thread count to `requested` if > 0, else to available_cpus().
 // Returns the count in force. (ATen's own default follows the hardware, not the quota.)
 int configure_threads(int requested);
+// ATen's own intra-op thread count as it was before configure_threads() first changed it.
+int aten_default_threads();
 
 // "cpu", "cuda", "cuda:N" or "auto" (cuda when available, else cpu). Throws
 // std::invalid_argument for anything else, or for cuda when this build or machine has none.
@@ -25,6 +27,7 @@ struct RuntimeInfo {
   std::string onednn;          // e.g. "Intel(R) MKL-DNN v3.12.0"
   std::string cpu_capability;  // ATen's vectorisation level, e.g. "AVX512"
   int intra_op_threads = 0;
+  int aten_default_threads = 0;
   int available_cpus = 0;
   bool cuda_available = false;
   int cuda_devices = 0;

@@ -176,6 +176,8 @@ class Embedder(nn.Module):
 
 
 class Encoder(Embedder):
+    """Embeddings, encoder layers, and for Pre-LN a final LN."""
+
     def __init__(self, cfg, scheme, embed_tokens):
         super().__init__(cfg, embed_tokens)
         self.layers = nn.ModuleList(EncoderLayer(cfg, scheme) for _ in range(cfg["encoder_layers"]))
@@ -191,6 +193,8 @@ class Encoder(Embedder):
 
 
 class Decoder(Embedder):
+    """Embeddings, decoder layers, for Pre-LN a final LN, then the output projection."""
+
     def __init__(self, cfg, scheme, embed_tokens, output_weight):
         super().__init__(cfg, embed_tokens)
         self.layers = nn.ModuleList(DecoderLayer(cfg, scheme) for _ in range(cfg["decoder_layers"]))
@@ -205,6 +209,7 @@ class Decoder(Embedder):
         length = prev_output_tokens.size(1)
         causal = torch.ones(length, length, dtype=torch.bool,
                             device=prev_output_tokens.device).triu(1)  # key after query
+        # Padded keys are masked too (REF 1); with right padding that only changes padded rows.
         self_blocked = causal | key_padding(prev_output_tokens, self.embed_tokens.padding_idx)
         x = self.embed(prev_output_tokens)
         for layer in self.layers:
