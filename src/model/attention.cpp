@@ -5,6 +5,8 @@
 
 #include <torch/torch.h>
 
+#include "model/dropout.h"
+
 namespace normlab::model {
 
 MultiheadAttentionImpl::MultiheadAttentionImpl(int64_t d_model, int64_t heads,
@@ -40,7 +42,7 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& query,
     scores = scores.masked_fill(future, neg_inf);
   }
   auto probs = torch::softmax(scores, -1);
-  probs = torch::dropout(probs, attention_dropout_, is_training());
+  probs = model::dropout(probs, attention_dropout_, is_training());
   auto context = torch::matmul(probs, v).transpose(1, 2).reshape({B, T, C});  // (B,T,C)
   return out_proj(context);
 }

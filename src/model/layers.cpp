@@ -4,6 +4,8 @@
 
 #include <torch/torch.h>
 
+#include "model/dropout.h"
+
 #include "core/tokens.h"
 #include "model/scheme_constants.h"
 
@@ -26,7 +28,7 @@ torch::nn::LayerNorm final_layer_norm(torch::nn::Module& stack, const ModelConfi
 
 torch::Tensor feed_forward(torch::nn::Linear& fc1, torch::nn::Linear& fc2,
                            const torch::Tensor& x, double activation_dropout, bool training) {
-  return fc2(torch::dropout(torch::relu(fc1(x)), activation_dropout, training));
+  return fc2(model::dropout(torch::relu(fc1(x)), activation_dropout, training));
 }
 
 double deepnorm_alpha(const ModelConfig& c, bool decoder) {
@@ -74,11 +76,12 @@ DecoderLayerImpl::DecoderLayerImpl(const ModelConfig& c, double alpha,
   ffn_block = ResidualBlock(*this, "final_layer_norm", "ffn_omega", c, rezero_alpha, alpha, profile);
 }
 
-torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& encoder_out,
+torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& padding_mask,
+                                        const torch::Tensor& encoder_out,
                                         const torch::Tensor& encoder_padding_mask) {
   const bool train = is_training();
   auto h = self_attn_block.forward(
-      x, [&](const torch::Tensor& t) { return self_attn(t, t, torch::Tensor(), true); }, train);
+      x, [&](const torch::Tensor& t) { return self_attn(t, t, padding_mask, true); }, train);
   h = encoder_attn_block.forward(
       h, [&](const torch::Tensor& t) { return encoder_attn(t, encoder_out, encoder_padding_mask, false); },
       train);
@@ -106,8 +109,10 @@ torch::Tensor TokenEmbedding::forward(torch::nn::Embedding& table, const torch::
   auto weight = table->weight;
   auto pos = positions_.slice(0, kPositionOffset, kPositionOffset + L)
                  .to(weight.device(), weight.scalar_type());  // (L,C)
-  auto x = table(tokens) * std::sqrt(static_cast<double>(d_model_)) + pos.unsqueeze(0);
-  return torch::dropout(x, dropout_, training);
+  // fairseq gives padding tokens the zero position vector (their token row is zero too).
+  auto x = table(tokens) * std::sqrt(static_cast<double>(d_model_)) +
+           pos.unsqueeze(0) * tokens.ne(kPad).unsqueeze(-1).to(weight.scalar_type());
+  return model::dropout(x, dropout_, training);
 }
 
 EncoderImpl::EncoderImpl(const ModelConfig& c)
@@ -152,9 +157,11 @@ torch::Tensor DecoderImpl::output_weight() const {
 }
 
 torch::Tensor DecoderImpl::forward(const torch::Tensor& prev_output_tokens, const EncoderOut& encoder) {
+  // fairseq masks padded target keys too; with right padding only padded rows change.
+  auto padding_mask = prev_output_tokens.eq(kPad);
   auto x = embedding_.forward(embed_tokens, prev_output_tokens, is_training());
   for (const auto& layer : *layers)
-    x = layer->as<DecoderLayerImpl>()->forward(x, encoder.out, encoder.padding_mask);
+    x = layer->as<DecoderLayerImpl>()->forward(x, padding_mask, encoder.out, encoder.padding_mask);
   if (layer_norm) x = layer_norm(x);
   return torch::linear(x, output_weight());  // (B,T,V)
 }

@@ -36,9 +36,9 @@ class DecoderLayerImpl : public torch::nn::Module {
  public:
   DecoderLayerImpl(const ModelConfig& config, double deepnorm_alpha,
                    std::shared_ptr<AdminProfile> profile);
-  // x (B,T,C), encoder_out (B,S,C), encoder_padding_mask (B,S) -> (B,T,C)
-  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& encoder_out,
-                        const torch::Tensor& encoder_padding_mask);
+  // x (B,T,C), padding_mask (B,T), encoder_out (B,S,C), encoder_padding_mask (B,S) -> (B,T,C)
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& padding_mask,
+                        const torch::Tensor& encoder_out, const torch::Tensor& encoder_padding_mask);
 
   MultiheadAttention self_attn{nullptr}, encoder_attn{nullptr};
   torch::nn::Linear fc1{nullptr}, fc2{nullptr};

@@ -4,6 +4,8 @@
 
 #include <torch/torch.h>
 
+#include "model/dropout.h"
+
 namespace normlab::model {
 
 constexpr double kLayerNormEps = 1e-5;
@@ -32,7 +34,7 @@ torch::Tensor ResidualBlock::forward(const torch::Tensor& x, const SubLayer& f,
   auto branch = [&](const torch::Tensor& in) {
     auto y = f(in);
     if (scheme_.residual == ResidualForm::kReZero) y = y * rezero_alpha_;
-    return torch::dropout(y, dropout_, training);
+    return model::dropout(y, dropout_, training);
   };
   switch (scheme_.norm) {
     case NormPlacement::kPre:
@@ -52,7 +54,9 @@ torch::Tensor ResidualBlock::forward(const torch::Tensor& x, const SubLayer& f,
   if (scheme_.residual == ResidualForm::kDeepNorm) residual = x * deepnorm_alpha_;
   auto y = branch(x);
   if (profiling) {
-    profile_->r = std::sqrt(residual.detach().var().item<double>() + y.detach().var().item<double>());
+    // Biased variances (np.var in Transformer-Clinic) over the whole tensor, padding included.
+    const auto var = [](const torch::Tensor& t) { return t.detach().var(/*unbiased=*/false).item<double>(); };
+    profile_->r = std::sqrt(var(residual) + var(y));
   }
   return norm_(residual + y);
 }

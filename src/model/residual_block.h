@@ -17,7 +17,7 @@
 namespace normlab::model {
 
 // Admin's profiling pass (REFERENCE §1, Transformer-Clinic): while active, each block in
-// order sets omega_i = r, then r = sqrt(Var(x * omega_i) + Var(drop(f(x)))).
+// order sets omega_i = r, then r = sqrt(Var(x * omega_i) + Var(drop(f(x)))), biased variances.
 struct AdminProfile {
   bool active = false;
   double r = 1.0;

@@ -171,7 +171,9 @@ class Embedder(nn.Module):
         if length + self.position_offset > self.positions.size(0):
             raise ValueError(f"sequence of {length} tokens exceeds max_positions")
         positions = self.positions[self.position_offset:self.position_offset + length]
-        x = self.embed_scale * self.embed_tokens(tokens) + positions.to(self.embed_tokens.weight.dtype)
+        # Padding tokens get the zero position vector, as in fairseq (conv "Embeddings").
+        not_pad = tokens.ne(self.embed_tokens.padding_idx).unsqueeze(-1)
+        x = self.embed_scale * self.embed_tokens(tokens) + positions.to(self.embed_tokens.weight.dtype) * not_pad
         return F.dropout(x, self.dropout, self.training)
 
 
