@@ -54,28 +54,45 @@ int main(int argc, char** argv) {
   auto prev = torch::cat({torch::full({sentences, 1}, kEos, torch::kInt64).to(device),
                           target.slice(1, 0, length - 1)}, 1);
 
+  using Clock = std::chrono::steady_clock;
+  auto since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
+  auto sync = [&] {
+    if (device.is_cuda()) torch::cuda::synchronize();
+  };
+  std::vector<double> seconds, forward_s, backward_s, optimizer_s;
   auto step = [&] {
+    auto t0 = Clock::now();
     adam.zero_grad();
     auto logits = net->forward(src, prev);
     auto sums = train::label_smoothed_nll(logits, target, 0.1,
                                           train::LabelSmoothingFormula::kUniform, kPad);
+    sync();
+    forward_s.push_back(since(t0));
+    auto t1 = Clock::now();
     (sums.loss / static_cast<double>(sums.tokens)).backward();
+    sync();
+    backward_s.push_back(since(t1));
+    auto t2 = Clock::now();
     adam.step();
-    if (device.is_cuda()) torch::cuda::synchronize();
+    sync();
+    optimizer_s.push_back(since(t2));
+    seconds.push_back(since(t0));
   };
   for (int64_t i = 0; i < warmup; ++i) step();
-  std::vector<double> seconds;
-  for (int64_t i = 0; i < steps; ++i) {
-    auto t0 = std::chrono::steady_clock::now();
-    step();
-    seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  std::sort(seconds.begin(), seconds.end());
+  for (auto* v : {&seconds, &forward_s, &backward_s, &optimizer_s}) v->clear();
+  for (int64_t i = 0; i < steps; ++i) step();
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
   std::cout << nlohmann::json{{"impl", "normlab"},
                               {"threads", used_threads},
                               {"device", device.str()},
                               {"step_seconds", seconds},
-                              {"median_seconds", seconds[seconds.size() / 2]},
+                              {"median_seconds", median(seconds)},
+                              {"forward_seconds", median(forward_s)},
+                              {"backward_seconds", median(backward_s)},
+                              {"optimizer_seconds", median(optimizer_s)},
                               {"tokens", sentences * length}}
                    .dump()
             << "\n";

@@ -52,7 +52,7 @@ def sgemm_gflops(n=2048, repeats=5):
 def peer_run(weights_pt, sentences, length, warmup, steps):
     state, config = ref.load_weights(weights_pt)
     model = ref.ReferenceTransformer(config)
-    model.load_state_dict({k: v.float() for k, v in state.items() if k in dict(model.named_parameters())})
+    model.load_state_dict(state)  # weights.pt holds every name, aliases of shared tables too
     model.train()
     vocab = config["model"]["tgt_vocab_size"]
     opt = torch.optim.Adam(model.parameters(), lr=5e-4, betas=(0.9, 0.98), eps=1e-8)
