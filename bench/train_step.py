@@ -3,8 +3,9 @@
 
 Both start from the same weights (normlab init + export; the peer is tests/reference's
 ReferenceTransformer), take the same random batch shape, label-smoothed loss, backward and
-Adam(0.9, 0.98, 1e-8), with the same intra-op thread count. Runs alternate (normlab, peer,
-normlab, ...) to spread machine noise; medians are reported. Writes a table to
+Adam(0.9, 0.98, 1e-8), with the same intra-op thread count. Each run is a fresh process
+(this script re-runs itself with --peer for the PyTorch side), and runs alternate (normlab,
+peer, normlab, ...) to spread machine noise; medians are reported. Writes a table to
 docs/performance.md between markers, with the machine and date.
 """
 import argparse
@@ -49,7 +50,8 @@ def sgemm_gflops(n=2048, repeats=5):
     return 2 * n ** 3 / statistics.median(times) / 1e9
 
 
-def peer_run(weights_pt, sentences, length, warmup, steps):
+def peer_run(weights_pt, sentences, length, warmup, steps, threads):
+    torch.set_num_threads(threads)
     state, config = ref.load_weights(weights_pt)
     model = ref.ReferenceTransformer(config)
     model.load_state_dict(state)  # weights.pt holds every name, aliases of shared tables too
@@ -75,7 +77,7 @@ def peer_run(weights_pt, sentences, length, warmup, steps):
         t0 = time.perf_counter()
         step()
         times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    return {"impl": "pytorch", "median_seconds": statistics.median(times), "step_seconds": times}
 
 
 def write_table(path, text):
@@ -106,7 +108,12 @@ def main():
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=0, help="0: what normlab picks")
     ap.add_argument("--out", default=os.path.join(HERE, "..", "docs", "performance.md"))
+    ap.add_argument("--peer", metavar="WEIGHTS_PT", help=argparse.SUPPRESS)  # internal: one peer run
     args = ap.parse_args()
+    if args.peer:
+        print(json.dumps(peer_run(args.peer, args.sentences, args.length, args.warmup, args.steps,
+                                  args.threads)))
+        return
 
     with tempfile.TemporaryDirectory() as tmp:
         ckpt, weights = os.path.join(tmp, "m.ckpt"), os.path.join(tmp, "weights.pt")
@@ -119,7 +126,6 @@ def main():
         info = json.loads(subprocess.run([args.normlab, "info", "--json", "--device", "cpu"],
                                          check=True, capture_output=True, text=True).stdout)
         threads = args.threads or info["intra_op_threads"]
-        torch.set_num_threads(threads)
         cfg = json.load(open(os.path.join(tmp, "weights.json")))["model"]
         common = ["--sentences", str(args.sentences), "--length", str(args.length),
                   "--warmup", str(args.warmup), "--steps", str(args.steps)]
@@ -129,9 +135,13 @@ def main():
                                   "--vocab-size", str(args.vocab_size), "--threads", str(threads),
                                   "--device", "cpu", *common], check=True, capture_output=True, text=True)
             ours.append(json.loads(out.stdout)["median_seconds"])
-            peers.append(peer_run(weights, args.sentences, args.length, args.warmup, args.steps))
+            out = subprocess.run([sys.executable, os.path.abspath(__file__), "--peer", weights,
+                                  "--threads", str(threads), "--normlab", args.normlab,
+                                  "--bench", args.bench, *common], check=True, capture_output=True, text=True)
+            peers.append(json.loads(out.stdout)["median_seconds"])
             print(f"repeat {r + 1}: normlab {ours[-1]:.3f} s/step, PyTorch peer {peers[-1]:.3f} s/step",
                   file=sys.stderr)
+        torch.set_num_threads(threads)
         py_sgemm = sgemm_gflops()
 
     tokens = args.sentences * args.length
