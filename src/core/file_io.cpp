@@ -1,32 +1,58 @@
 #include "core/file_io.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <stdexcept>
 
 namespace normlab::core {
+namespace {
+
+[[noreturn]] void fail(const std::string& path, const std::string& what) {
+  throw std::runtime_error("cannot write " + path + ": " + what);
+}
+
+}  // namespace
 
 void write_file_atomic(const std::string& path, const std::vector<char>& bytes) {
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw std::runtime_error("cannot write " + path + ": " + std::strerror(errno));
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    out.flush();
-    if (!out) {
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) fail(path, std::strerror(errno));
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const std::string reason = std::strerror(errno);
+      ::close(fd);
       std::remove(tmp.c_str());
-      throw std::runtime_error("cannot write " + path + ": write failed (disk full?)");
+      fail(path, reason);
     }
+    done += static_cast<size_t>(n);
+  }
+  // The data reaches the disk before the rename makes it visible under the real name.
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    const std::string reason = std::strerror(errno);
+    std::remove(tmp.c_str());
+    fail(path, reason);
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     const std::string reason = std::strerror(errno);
     std::remove(tmp.c_str());
-    throw std::runtime_error("cannot write " + path + ": " + reason);
+    fail(path, reason);
+  }
+  // And the rename itself survives a crash: sync the folder's entry.
+  auto dir = std::filesystem::path(path).parent_path();
+  const int dir_fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd >= 0) {
+    ::fsync(dir_fd);
+    ::close(dir_fd);
   }
 }
 

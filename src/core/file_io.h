@@ -6,7 +6,7 @@
 
 namespace normlab::core {
 
-// Writes `bytes` to `path` through a temporary file in the same folder and a rename, so that
+// Writes `bytes` to `path` through a temporary file in the same folder, fsync and a rename, so that
 // readers see the old file or the new one, never a partial one. Throws std::runtime_error.
 void write_file_atomic(const std::string& path, const std::vector<char>& bytes);
 void write_file_atomic(const std::string& path, const std::string& text);

@@ -1,5 +1,6 @@
 #include "model/checkpoint.h"
 
+#include <cstring>
 #include <set>
 #include <stdexcept>
 
@@ -10,11 +11,13 @@
 #include <torch/torch.h>
 
 #include "core/file_io.h"
+#include "core/hash.h"
 
 namespace normlab::model {
 namespace {
 
 constexpr const char* kMetaKey = "__normlab_meta__";
+constexpr const char* kExtraPrefix = "extra/";
 constexpr const char* kFormat = "normlab-checkpoint";
 constexpr int kVersion = 1;
 
@@ -52,6 +55,17 @@ std::vector<char> pickle_untagged(const c10::IValue& value) {
   return archive;
 }
 
+// Over names and contents in name order (std::map), so it does not depend on the writer.
+std::string checksum(const TensorMap& tensors) {
+  uint64_t h = core::kHashSeed;
+  for (const auto& [name, t] : tensors) {
+    auto c = t.detach().cpu().contiguous();
+    h = core::hash_bytes(name.data(), name.size(), h);
+    h = core::hash_bytes(c.data_ptr(), c.nbytes(), h);
+  }
+  return core::hash_hex(h);
+}
+
 }  // namespace
 
 void save_tensors(const std::string& path, const TensorMap& tensors) {
@@ -85,12 +99,15 @@ TensorMap named_parameters(const Seq2Seq& model) {
   return out;
 }
 
-void save_model(const std::string& path, const Seq2Seq& model, const nlohmann::json& extra) {
+void save_model(const std::string& path, const Seq2Seq& model, const nlohmann::json& extra,
+                const TensorMap& extra_tensors) {
+  auto tensors = named_parameters(model);
+  for (const auto& [name, t] : extra_tensors) tensors[kExtraPrefix + name] = t.detach().cpu();
   nlohmann::json meta = extra;
   meta["format"] = kFormat;
   meta["version"] = kVersion;
   meta["model"] = model->config();
-  auto tensors = named_parameters(model);
+  meta["checksum"] = checksum(tensors);
   tensors[kMetaKey] = bytes_tensor(meta.dump());
   save_tensors(path, tensors);
 }
@@ -113,6 +130,16 @@ LoadedModel load_model(const std::string& path) {
     throw std::runtime_error(path + ": bad checkpoint metadata: " + e.what());
   }
   tensors.erase(meta_it);
+  if (loaded.meta.contains("checksum") && loaded.meta["checksum"] != checksum(tensors))
+    throw std::runtime_error(path + ": checksum mismatch, the file is corrupted");
+  for (auto it = tensors.begin(); it != tensors.end();) {
+    if (it->first.rfind(kExtraPrefix, 0) == 0) {
+      loaded.extra_tensors[it->first.substr(std::strlen(kExtraPrefix))] = it->second;
+      it = tensors.erase(it);
+    } else {
+      ++it;
+    }
+  }
 
   torch::NoGradGuard no_grad;
   std::set<std::string> expected;

@@ -88,3 +88,25 @@ TEST(Checkpoint, ForeignTensorFileIsNotACheckpoint) {
       std::runtime_error);
   std::remove(path.c_str());
 }
+
+TEST(Checkpoint, ExtraTensorsRoundTripAndCorruptionIsDetected) {
+  auto m = small(SharedEmbeddings::kDecoder);
+  const auto path = temp_path("extra.ckpt");
+  auto state = torch::arange(6, torch::kFloat64);
+  save_model(path, m, {}, {{"optimizer/exp_avg.x", state}});
+  auto loaded = load_model(path);
+  ASSERT_EQ(loaded.extra_tensors.count("optimizer/exp_avg.x"), 1u);
+  EXPECT_TRUE(torch::equal(loaded.extra_tensors.at("optimizer/exp_avg.x"), state));
+  // Change one stored value behind the checksum's back: rewrite the dict with a modified tensor
+  // but the old metadata.
+  auto raw = load_tensors(path);
+  raw.at("encoder.embed_tokens.weight")[5][0] += 1.0f;
+  save_tensors(path, raw);
+  try {
+    load_model(path);
+    FAIL();
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("checksum mismatch"), std::string::npos);
+  }
+  std::remove(path.c_str());
+}
