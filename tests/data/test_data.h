@@ -1,6 +1,7 @@
 // Helpers shared by the data tests: a scratch folder, small files, and the real corpora.
 #pragma once
 
+#include <unistd.h>
 #include <zlib.h>
 
 #include <filesystem>
@@ -11,11 +12,13 @@
 
 namespace normlab::testing {
 
-// A fresh folder under the system's temporary folder, removed when the object goes.
+// A fresh folder under the system's temporary folder, removed when the object goes; the
+// process id keeps concurrent test runs (other checkouts, ctest -j) apart.
 class ScratchDir {
  public:
   explicit ScratchDir(const std::string& name)
-      : path_(std::filesystem::temp_directory_path() / ("normlab_" + name)) {
+      : path_(std::filesystem::temp_directory_path() /
+              ("normlab_" + name + "_" + std::to_string(::getpid()))) {
     std::filesystem::remove_all(path_);
     std::filesystem::create_directories(path_);
   }
