@@ -21,5 +21,6 @@ Runner add_info_command(CLI::App& app, const GlobalOptions& global);
 Runner add_init_command(CLI::App& app, const GlobalOptions& global);
 Runner add_export_command(CLI::App& app, const GlobalOptions& global);
 Runner add_score_command(CLI::App& app, const GlobalOptions& global);
+Runner add_bpe_command(CLI::App& app, const GlobalOptions& global);
 
 }  // namespace normlab::app

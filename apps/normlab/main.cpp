@@ -37,6 +37,7 @@ int main(int argc, char** argv) {
   add(app::add_init_command);
   add(app::add_export_command);
   add(app::add_score_command);
+  add(app::add_bpe_command);
 
   try {
     app.parse(argc, argv);

@@ -38,6 +38,42 @@ def main():
                         capture_output=True)
     assert ok.returncode == 0, ok.stderr.decode()
 
+    # bpe: a tiny corpus, a model trained on it (which must round-trip), and broken inputs.
+    words_de = ["ein", "Mann", "eine", "Frau", "spielt", "liest", "im", "Park", "Hund", "läuft"]
+    words_en = ["a", "man", "woman", "plays", "reads", "in", "the", "park", "dog", "runs"]
+    lines_de = [" ".join(words_de[(i * k) % 10] for k in range(1, 6)) + "." for i in range(1, 60)]
+    lines_en = [" ".join(words_en[(i * k) % 10] for k in range(1, 6)) + "." for i in range(1, 60)]
+    with open(w("c.de"), "w", encoding="utf-8") as f:
+        f.write("\n".join(lines_de) + "\n")
+    with open(w("c.en"), "w", encoding="utf-8") as f:
+        f.write("\n".join(lines_en) + "\n")
+    with open(w("short.de"), "w") as f:
+        f.write("ein Mann\nzwei\n")
+    with open(w("short.en"), "w") as f:
+        f.write("a man\n")
+    with open(w("utf8.de"), "wb") as f:
+        f.write(b"gut\nschlecht \xc3\x28\n")
+    with open(w("utf8.en"), "w") as f:
+        f.write("good\nbad\n")
+    with open(w("ids_big.txt"), "w") as f:
+        f.write("5 6\n99999\n")
+    with open(w("ids_mixed.txt"), "w") as f:
+        f.write("5 x\n")
+    with open(w("garbage.model"), "wb") as f:
+        f.write(os.urandom(300))
+    ok = subprocess.run([args.normlab, "bpe", "train", "--train", w("c"), "--src", "de", "--tgt", "en",
+                         "--vocab-size", "40", "--out", w("bpe")], capture_output=True)
+    assert ok.returncode == 0, ok.stderr.decode()
+    model = w("bpe/spm.model")
+    ids = subprocess.run([args.normlab, "bpe", "encode", "--model", model, "--input", w("c.de"), "--ids"],
+                         capture_output=True, text=True)
+    assert ids.returncode == 0, ids.stderr
+    back = subprocess.run([args.normlab, "bpe", "decode", "--model", model], input=ids.stdout,
+                          capture_output=True, text=True)
+    assert back.returncode == 0 and back.stdout.splitlines() == lines_de, back.stderr
+
+    bpe_train = lambda prefix, *more: ["bpe", "train", "--train", w(prefix), "--src", "de", "--tgt", "en",
+                                       "--out", w("bpe_out"), *more]
     score = lambda ckpt, tgt="tgt.txt": ["score", "--checkpoint", w(ckpt), "--src-ids", w("src.txt"),
                                          "--tgt-ids", w(tgt)]
     cases = [
@@ -62,12 +98,31 @@ def main():
         (score("good.ckpt") + ["--ls-formula", "fairseq"], "--ls-formula: unknown value"),
         (score("good.ckpt") + ["--device", "tpu"], "--device must be"),
         (["info", "--threads", "-1"], "--threads"),
+        (["bpe"], "A subcommand is required"),
+        (bpe_train("missing"), "cannot find " + w("missing.de")),
+        (bpe_train("short"), "short.de has 2 lines but"),
+        (bpe_train("utf8"), "utf8.de:2: invalid UTF-8 at byte 10"),
+        (bpe_train("c", "--vocab-size", "4"), "--vocab-size must be > 4"),
+        (bpe_train("c", "--vocab-size", "5000"), "Vocabulary size too high (5000)"),
+        (bpe_train("c", "--vocab-size", "8"), "Vocabulary size is smaller than required_chars"),
+        (bpe_train("c", "--character-coverage", "1.5"), "--character-coverage must be in (0, 1]"),
+        (bpe_train("c")[:-2], "--out is required"),
+        (["bpe", "encode", "--model", w("missing.model"), "--input", w("c.de")], "cannot read " + w("missing.model")),
+        (["bpe", "encode", "--model", w("garbage.model"), "--input", w("c.de")], "not a SentencePiece model"),
+        (["bpe", "encode", "--model", model, "--input", w("utf8.de")], "utf8.de:2: invalid UTF-8"),
+        (["bpe", "encode", "--model", model, "--input", w("nothing.txt")], "cannot read " + w("nothing.txt")),
+        (["bpe", "decode", "--model", model, "--input", w("ids_big.txt")],
+         "ids_big.txt:2: token id 99999 is outside the vocabulary of 40"),
+        (["bpe", "decode", "--model", model, "--input", w("ids_mixed.txt"), "--format", "ids"],
+         "ids_mixed.txt:1: expected a token id, found 'x'"),
+        (["bpe", "decode", "--model", model, "--format", "xml"], "--format must be auto, ids or pieces"),
     ]
     failures = 0
     for argv, expected in cases:
-        r = subprocess.run([args.normlab, *argv], capture_output=True, text=True, timeout=60)
+        r = subprocess.run([args.normlab, *argv], capture_output=True, text=True, timeout=60,
+                           stdin=subprocess.DEVNULL)
         lines = r.stderr.strip().splitlines()
-        good = r.returncode == 2 and len(lines) == 1 and expected in lines[0]
+        good = r.returncode == 2 and len(lines) == 1 and expected in lines[0] and not r.stdout
         if not good:
             failures += 1
             print(f"FAIL {' '.join(argv)}\n  rc={r.returncode} stderr={r.stderr!r}\n  expected: {expected!r}")
