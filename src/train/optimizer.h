@@ -1,0 +1,111 @@
+// normlab's optimisers (docs/optimisers.md): SGD, Adam, AdamW as PyTorch defines them and
+// RAdam as its authors' code does (REFERENCE §1). Our own, not torch::optim, so that the state
+// is ours to save bit-exactly and the update of each step can be recorded on request.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+#include <torch/types.h>
+
+namespace normlab::train {
+
+enum class OptimizerKind {
+  kSgd,    // torch.optim.SGD: momentum, dampening 0, optional Nesterov, L2 weight decay
+  kAdam,   // torch.optim.Adam: L2 weight decay added to the gradient
+  kAdamW,  // torch.optim.AdamW: decoupled weight decay p -= lr*wd*p (fairseq's "adam")
+  kRAdam,  // Liu et al. 2020, authors' code: rectified Adam, decoupled weight decay
+};
+// RAdam's update while the variance is not yet rectifiable (rho_t < 5, REFERENCE §1).
+enum class RAdamFallback {
+  kSkip,  // no update at all (and no weight decay): the authors' current default
+  kSgd,   // SGD with momentum: p -= lr / (1 - beta1^t) * m (authors' degenerated_to_sgd)
+};
+std::string to_string(OptimizerKind k);
+std::string to_string(RAdamFallback f);
+// Parsers throw std::invalid_argument naming `option`, the value and the choices.
+OptimizerKind parse_optimizer_kind(const std::string& s, const std::string& option = "--optimizer");
+RAdamFallback parse_radam_fallback(const std::string& s,
+                                   const std::string& option = "--radam-fallback");
+// "0.9,0.98" -> {0.9, 0.98}.
+std::array<double, 2> parse_betas(const std::string& s, const std::string& option = "--betas");
+
+// The learning rate is not here: Optimizer::step takes the scheduled rate (schedule.h).
+struct OptimizerConfig {
+  OptimizerKind kind = OptimizerKind::kAdamW;  // --optimizer; adamw is what fairseq's adam does
+  std::array<double, 2> betas{0.9, 0.98};      // --betas b1,b2 (Vaswani 2017, REFERENCE §2)
+  double eps = 1e-8;                           // --eps, added to sqrt(v) (all Adam variants)
+  double weight_decay = 0.0;                   // --weight-decay (IWSLT recipe: 1e-4)
+  double momentum = 0.0;                       // --momentum, sgd only
+  bool nesterov = false;                       // --nesterov, sgd only, needs momentum > 0
+  RAdamFallback radam_fallback = RAdamFallback::kSkip;  // --radam-fallback skip|sgd
+
+  // Every problem at once, one message each naming the option (empty when valid).
+  std::vector<std::string> problems() const;
+  // Throws std::invalid_argument joining problems() when there are any.
+  void validate() const;
+};
+
+using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
+using TensorMap = std::map<std::string, torch::Tensor>;
+
+class Optimizer {
+ public:
+  // Parameters by unique name, each a distinct floating-point tensor (shared tables once),
+  // updated in place on their own devices. Throws std::invalid_argument on config problems,
+  // empty/duplicate names, undefined, non-floating or repeated tensors.
+  Optimizer(NamedTensors params, OptimizerConfig config);
+
+  // One update at rate lr from each parameter's .grad(); parameters without a gradient are
+  // skipped, their state untouched (as torch.optim does). With record_updates, last_updates()
+  // then holds p_new - p_old for every parameter that had a gradient; without, nothing is
+  // copied and last_updates() is empty. Throws std::invalid_argument for a negative or
+  // non-finite lr.
+  void step(double lr, bool record_updates = false);
+  // Number of step() calls so far (including those that skipped every parameter).
+  int64_t steps() const { return steps_; }
+  const TensorMap& last_updates() const { return last_updates_; }
+  // Sets every parameter's gradient to undefined (torch's zero_grad(set_to_none=True)).
+  void zero_grad();
+
+  // Copies of the state: "steps" (int64 scalar), and per parameter that has state
+  // "step.<name>" (int64 scalar, Adam family), "exp_avg.<name>", "exp_avg_sq.<name>",
+  // "momentum_buffer.<name>" (sgd with momentum). On the parameters' devices.
+  TensorMap state() const;
+  // Replaces the whole state; the next step() continues bit-exactly. Tensors are copied to
+  // each parameter's device and dtype. Throws std::runtime_error naming the key for unknown
+  // names, missing companions, wrong shapes or a missing "steps".
+  void load_state(const TensorMap& state);
+
+  const NamedTensors& parameters() const { return params_; }
+  const OptimizerConfig& config() const { return config_; }
+
+ private:
+  struct Slot {
+    torch::Tensor exp_avg, exp_avg_sq, momentum_buffer;  // undefined until first used
+    int64_t step = 0;                                    // updates of this parameter
+  };
+  void update(torch::Tensor& p, const torch::Tensor& grad, Slot& s, double lr);
+
+  NamedTensors params_;
+  OptimizerConfig config_;
+  std::vector<Slot> slots_;  // parallel to params_
+  int64_t steps_ = 0;
+  TensorMap last_updates_;
+};
+
+// torch.nn.utils.clip_grad_norm_: the 2-norm of all gradients together (parameters without a
+// gradient skipped) before clipping; when max_norm > 0 every gradient is multiplied by
+// min(1, max_norm / (norm + 1e-6)). max_norm <= 0 only measures (fairseq's --clip-norm 0).
+double clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm);
+double clip_grad_norm(const NamedTensors& params, double max_norm);
+
+void to_json(nlohmann::json& j, const OptimizerConfig& c);
+void from_json(const nlohmann::json& j, OptimizerConfig& c);
+
+}  // namespace normlab::train

@@ -1,0 +1,175 @@
+#include "train/schedule.h"
+
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <stdexcept>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+namespace normlab::train {
+namespace {
+
+constexpr std::array<std::pair<ScheduleKind, const char*>, 6> kNames{{
+    {ScheduleKind::kConstant, "constant"},
+    {ScheduleKind::kInverseSqrt, "inverse-sqrt"},
+    {ScheduleKind::kLinear, "linear"},
+    {ScheduleKind::kStepDecay, "step-decay"},
+    {ScheduleKind::kTFixup, "t-fixup"},
+    {ScheduleKind::kCosine, "cosine"},
+}};
+
+constexpr double kPi = 3.14159265358979323846;
+
+std::string num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+// Linear ramp over updates n < W from warmup_init_lr to `target`, written as fairseq's
+// inverse_sqrt does it: init + n * lr_step with lr_step = (target - init) / W.
+double ramp(const ScheduleConfig& c, int64_t n, double target) {
+  const double lr_step = (target - c.warmup_init_lr) / static_cast<double>(c.warmup_steps);
+  return c.warmup_init_lr + static_cast<double>(n) * lr_step;
+}
+
+// Step decay's multiplier in `epoch` (1-based): factor^k, k = floor(epoch / K), at most
+// lr_decay_count decays when that is positive. K = 8: epochs 1..7 -> 1, 8..15 -> factor.
+double epoch_factor(const ScheduleConfig& c, int64_t epoch) {
+  int64_t k = epoch / c.lr_decay_epochs;
+  if (c.lr_decay_count > 0 && k > c.lr_decay_count) k = c.lr_decay_count;
+  return std::pow(c.lr_decay_factor, static_cast<double>(k));
+}
+
+// Linear and cosine after warm-up: fraction of the decay done at n, in [0, 1].
+double decay_progress(const ScheduleConfig& c, int64_t n) {
+  const double p = static_cast<double>(n - c.warmup_steps) /
+                   static_cast<double>(c.max_steps - c.warmup_steps);
+  return p > 1.0 ? 1.0 : p;
+}
+
+}  // namespace
+
+std::string to_string(ScheduleKind k) {
+  for (const auto& [v, name] : kNames)
+    if (v == k) return name;
+  throw std::logic_error("unnamed ScheduleKind");
+}
+
+ScheduleKind parse_schedule_kind(const std::string& s, const std::string& option) {
+  std::string choices;
+  for (const auto& [v, name] : kNames) {
+    if (s == name) return v;
+    choices += (choices.empty() ? "" : "|") + std::string(name);
+  }
+  throw std::invalid_argument(option + ": unknown value '" + s + "', expected " + choices);
+}
+
+std::vector<std::string> schedule_kind_names() {
+  std::vector<std::string> names;
+  for (const auto& [v, name] : kNames) names.emplace_back(name);
+  return names;
+}
+
+std::vector<std::string> ScheduleConfig::problems() const {
+  std::vector<std::string> out;
+  if (!(lr > 0.0 && std::isfinite(lr))) out.push_back("--lr must be positive, got " + num(lr));
+  if (warmup_steps < 0)
+    out.push_back("--warmup-steps must be >= 0, got " + std::to_string(warmup_steps));
+  if (!(warmup_init_lr >= 0.0 && warmup_init_lr <= lr))
+    out.push_back("--warmup-init-lr must be in [0, --lr " + num(lr) + "], got " +
+                  num(warmup_init_lr));
+  if (!(min_lr >= 0.0 && min_lr <= lr))
+    out.push_back("--min-lr must be in [0, --lr " + num(lr) + "], got " + num(min_lr));
+  if (max_steps < 0) out.push_back("--max-steps must be >= 0, got " + std::to_string(max_steps));
+  if (lr_decay_epochs < 1)
+    out.push_back("--lr-decay-epochs must be >= 1, got " + std::to_string(lr_decay_epochs));
+  if (!(lr_decay_factor > 0.0 && lr_decay_factor <= 1.0))
+    out.push_back("--lr-decay-factor must be in (0, 1], got " + num(lr_decay_factor));
+  if (lr_decay_count < 0)
+    out.push_back("--lr-decay-count must be >= 0 (0: no limit), got " +
+                  std::to_string(lr_decay_count));
+  if (tfixup_decay_steps < 1)
+    out.push_back("--tfixup-decay-steps must be >= 1, got " + std::to_string(tfixup_decay_steps));
+  if ((kind == ScheduleKind::kLinear || kind == ScheduleKind::kCosine) &&
+      max_steps <= warmup_steps)
+    out.push_back("--lr-schedule " + to_string(kind) + " decays until --max-steps, which must "
+                  "exceed --warmup-steps " + std::to_string(warmup_steps) + ", got " +
+                  std::to_string(max_steps));
+  if (kind == ScheduleKind::kTFixup && warmup_steps != 0)
+    out.push_back("--lr-schedule t-fixup has no warm-up (Huang 2020): set --warmup-steps 0, got " +
+                  std::to_string(warmup_steps));
+  return out;
+}
+
+void ScheduleConfig::validate() const {
+  const auto p = problems();
+  if (p.empty()) return;
+  std::string msg;
+  for (const auto& s : p) msg += (msg.empty() ? "" : "; ") + s;
+  throw std::invalid_argument(msg);
+}
+
+double learning_rate(const ScheduleConfig& c, int64_t update, int64_t epoch) {
+  if (update < 1) throw std::invalid_argument("learning_rate: update is 1-based, got " +
+                                              std::to_string(update));
+  if (epoch < 1) throw std::invalid_argument("learning_rate: epoch is 1-based, got " +
+                                             std::to_string(epoch));
+  const int64_t n = update - 1;  // updates done before this one (fairseq's num_updates)
+  const int64_t W = c.warmup_steps;
+  switch (c.kind) {
+    case ScheduleKind::kConstant: return n < W ? ramp(c, n, c.lr) : c.lr;
+    case ScheduleKind::kInverseSqrt:
+      // fairseq inverse_square_root_schedule.step_update(n). fairseq divides by W = 0; here
+      // W = 0 decays as W = 1 would, without W = 1's first update at warmup_init_lr.
+      if (n < W) return ramp(c, n, c.lr);
+      if (W == 0) return n == 0 ? c.lr : c.lr * std::pow(static_cast<double>(n), -0.5);
+      return c.lr * std::sqrt(static_cast<double>(W)) * std::pow(static_cast<double>(n), -0.5);
+    case ScheduleKind::kLinear:
+      if (n < W) return ramp(c, n, c.lr);
+      return c.min_lr + (c.lr - c.min_lr) * (1.0 - decay_progress(c, n));
+    case ScheduleKind::kStepDecay: {
+      const double target = c.lr * epoch_factor(c, epoch);
+      return n < W ? ramp(c, n, target) : target;
+    }
+    case ScheduleKind::kTFixup: {
+      // layer6ai-labs/T-Fixup inverse_sqrt_nowarmup: lr * (P / (P + num_updates))^0.5.
+      const auto P = static_cast<double>(c.tfixup_decay_steps);
+      return c.lr * std::pow(P / (P + static_cast<double>(n)), 0.5);
+    }
+    case ScheduleKind::kCosine:
+      if (n < W) return ramp(c, n, c.lr);
+      return c.min_lr + (c.lr - c.min_lr) * 0.5 * (1.0 + std::cos(kPi * decay_progress(c, n)));
+  }
+  throw std::logic_error("unhandled ScheduleKind");
+}
+
+void to_json(nlohmann::json& j, const ScheduleConfig& c) {
+  j = {{"lr_schedule", to_string(c.kind)},
+       {"lr", c.lr},
+       {"warmup_steps", c.warmup_steps},
+       {"warmup_init_lr", c.warmup_init_lr},
+       {"min_lr", c.min_lr},
+       {"max_steps", c.max_steps},
+       {"lr_decay_epochs", c.lr_decay_epochs},
+       {"lr_decay_factor", c.lr_decay_factor},
+       {"lr_decay_count", c.lr_decay_count},
+       {"tfixup_decay_steps", c.tfixup_decay_steps}};
+}
+
+void from_json(const nlohmann::json& j, ScheduleConfig& c) {
+  c.kind = parse_schedule_kind(j.at("lr_schedule").get<std::string>(), "lr_schedule");
+  j.at("lr").get_to(c.lr);
+  j.at("warmup_steps").get_to(c.warmup_steps);
+  j.at("warmup_init_lr").get_to(c.warmup_init_lr);
+  j.at("min_lr").get_to(c.min_lr);
+  j.at("max_steps").get_to(c.max_steps);
+  j.at("lr_decay_epochs").get_to(c.lr_decay_epochs);
+  j.at("lr_decay_factor").get_to(c.lr_decay_factor);
+  j.at("lr_decay_count").get_to(c.lr_decay_count);
+  j.at("tfixup_decay_steps").get_to(c.tfixup_decay_steps);
+}
+
+}  // namespace normlab::train

@@ -1,0 +1,72 @@
+// Test helper for optimizer_reference.py: replays a recorded sequence of gradients and learning
+// rates through normlab's Optimizer (and clip_grad_norm) and writes the parameters after every
+// step, so that the script can compare them with torch.optim.
+//
+// Input (a dict of tensors, torch.save): "param.<name>" initial values, "grad.<k>.<name>" the
+// gradient at step k = 1..K (absent: no gradient that step), "lr" (K) the rate of each step.
+// Output: "param.<k>.<name>" after step k, "update.<k>.<name>" the recorded update,
+// "norm" (K) clip_grad_norm's return values when --clip-norm is given.
+#include <iostream>
+#include <map>
+
+#include <CLI/CLI.hpp>
+#include <torch/torch.h>
+
+#include "model/checkpoint.h"
+#include "train/optimizer.h"
+
+using namespace normlab;
+
+int main(int argc, char** argv) {
+  CLI::App app{"replay gradients through normlab's optimiser"};
+  std::string in, out, kind = "adamw", betas = "0.9,0.98", fallback = "skip";
+  train::OptimizerConfig c;
+  double clip_norm = -1.0;
+  app.add_option("--in", in)->required();
+  app.add_option("--out", out)->required();
+  app.add_option("--optimizer", kind);
+  app.add_option("--betas", betas);
+  app.add_option("--eps", c.eps);
+  app.add_option("--weight-decay", c.weight_decay);
+  app.add_option("--momentum", c.momentum);
+  app.add_flag("--nesterov", c.nesterov);
+  app.add_option("--radam-fallback", fallback);
+  app.add_option("--clip-norm", clip_norm, "clip before every step (absent: no clipping)");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    c.kind = train::parse_optimizer_kind(kind);
+    c.betas = train::parse_betas(betas);
+    c.radam_fallback = train::parse_radam_fallback(fallback);
+
+    const auto data = model::load_tensors(in);
+    const auto lrs = data.at("lr").to(torch::kFloat64);
+    const int64_t K = lrs.numel();
+    train::NamedTensors params;
+    for (const auto& [key, t] : data)
+      if (key.rfind("param.", 0) == 0)
+        params.emplace_back(key.substr(6), t.clone().set_requires_grad(true));
+    train::Optimizer opt(params, c);
+
+    model::TensorMap result;
+    std::vector<double> norms;
+    for (int64_t k = 1; k <= K; ++k) {
+      opt.zero_grad();
+      for (auto& [name, p] : params) {
+        const auto it = data.find("grad." + std::to_string(k) + "." + name);
+        if (it != data.end()) p.mutable_grad() = it->second.clone();
+      }
+      if (clip_norm >= 0.0) norms.push_back(train::clip_grad_norm(params, clip_norm));
+      opt.step(lrs[k - 1].item<double>(), /*record_updates=*/true);
+      for (const auto& [name, p] : params)
+        result["param." + std::to_string(k) + "." + name] = p.detach().clone();
+      for (const auto& [name, u] : opt.last_updates())
+        result["update." + std::to_string(k) + "." + name] = u;
+    }
+    if (!norms.empty()) result["norm"] = torch::tensor(norms, torch::kFloat64);
+    model::save_tensors(out, result);
+  } catch (const std::exception& e) {
+    std::cerr << "optimizer_replay: " << e.what() << "\n";
+    return 2;
+  }
+  return 0;
+}

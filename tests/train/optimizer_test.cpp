@@ -1,0 +1,447 @@
+// Optimisers: RAdam against hand-computed steps (REFERENCE §1), exact resume through a state
+// file, recorded updates, clip_grad_norm against hand values, configuration problems, CUDA.
+// The comparison with torch.optim on the same gradients is optimizer_reference.py.
+#include <cmath>
+#include <filesystem>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include "model/checkpoint.h"
+#include "train/optimizer.h"
+
+using namespace normlab;
+using train::OptimizerConfig;
+using train::OptimizerKind;
+using train::RAdamFallback;
+
+namespace {
+
+std::string temp_path(const std::string& name) {
+  return (std::filesystem::temp_directory_path() /
+          ("normlab_test_" + std::to_string(getpid()) + "_" + name))
+      .string();
+}
+
+torch::Tensor scalar_param(double v) {
+  return torch::full({1}, v, torch::kFloat64).set_requires_grad(true);
+}
+
+OptimizerConfig radam(RAdamFallback fallback, double wd = 0.0) {
+  OptimizerConfig c;
+  c.kind = OptimizerKind::kRAdam;
+  c.radam_fallback = fallback;
+  c.weight_decay = wd;
+  return c;  // betas 0.9, 0.98, eps 1e-8 by default
+}
+
+// Runs `grads` through a one-element parameter starting at 1.0; returns the value after each step.
+std::vector<double> run_scalar(const OptimizerConfig& c, const std::vector<double>& grads,
+                               double lr) {
+  auto p = scalar_param(1.0);
+  train::Optimizer opt({{"p", p}}, c);
+  std::vector<double> out;
+  for (double g : grads) {
+    p.mutable_grad() = torch::full({1}, g, torch::kFloat64);
+    opt.step(lr);
+    out.push_back(p.item<double>());
+  }
+  return out;
+}
+
+// rho_t and the rectification r_t of REFERENCE §1 for beta2 = 0.98, computed with Python's
+// math module from rho_inf = 2/(1-beta2) - 1, rho_t = rho_inf - 2 t beta2^t / (1 - beta2^t),
+// r_t = sqrt((rho_t-4)(rho_t-2) rho_inf / ((rho_inf-4)(rho_inf-2) rho_t)):
+// rho_1..7 = 1, 1.98990, 2.97306, 3.94950, 4.91920 (< 5: not rectified), 5.88218, 6.83843.
+constexpr double kR6 = 0.11552321163629194;
+constexpr double kR7 = 0.14688699445293213;
+
+// With a constant gradient g, m_t = (1 - b1^t) g and v_t = (1 - b2^t) g^2, so RAdam's step
+// lr r_t sqrt(1-b2^t)/(1-b1^t) * m_t / (sqrt(v_t) + eps) is lr r_t a / (a + eps),
+// a = sqrt(1 - b2^t) |g|.
+double rectified_step(double lr, double r, int t, double g) {
+  const double a = std::sqrt(1.0 - std::pow(0.98, t)) * g;
+  return lr * r * a / (a + 1e-8);
+}
+
+TEST(RAdam, SkipsTheFirstFiveStepsThenRectifies) {
+  const double lr = 0.1, g = 0.5;
+  const auto p = run_scalar(radam(RAdamFallback::kSkip), std::vector<double>(7, g), lr);
+  for (int t = 1; t <= 5; ++t) EXPECT_EQ(p[t - 1], 1.0) << "step " << t;
+  const double p6 = 1.0 - rectified_step(lr, kR6, 6, g);
+  EXPECT_NEAR(p[5], p6, 1e-15);
+  EXPECT_NEAR(p[6], p6 - rectified_step(lr, kR7, 7, g), 1e-15);
+}
+
+TEST(RAdam, SgdFallbackMovesByLrTimesGradient) {
+  // p -= lr / (1 - b1^t) * m_t = lr g for a constant gradient.
+  const double lr = 0.1, g = 0.5;
+  const auto p = run_scalar(radam(RAdamFallback::kSgd), std::vector<double>(7, g), lr);
+  for (int t = 1; t <= 5; ++t) EXPECT_NEAR(p[t - 1], 1.0 - t * lr * g, 1e-15) << "step " << t;
+  const double p6 = 0.75 - rectified_step(lr, kR6, 6, g);
+  EXPECT_NEAR(p[5], p6, 1e-15);
+  EXPECT_NEAR(p[6], p6 - rectified_step(lr, kR7, 7, g), 1e-15);
+}
+
+TEST(RAdam, DecoupledWeightDecayOnlyWithAnUpdate) {
+  // Authors' code: p -= lr wd p before each applied update; skipped steps decay nothing.
+  const double lr = 0.1, g = 0.5, wd = 0.1;
+  const auto skip = run_scalar(radam(RAdamFallback::kSkip, wd), std::vector<double>(6, g), lr);
+  for (int t = 1; t <= 5; ++t) EXPECT_EQ(skip[t - 1], 1.0);
+  EXPECT_NEAR(skip[5], 1.0 * (1.0 - lr * wd) - rectified_step(lr, kR6, 6, g), 1e-15);
+  const auto sgd = run_scalar(radam(RAdamFallback::kSgd, wd), std::vector<double>(2, g), lr);
+  EXPECT_NEAR(sgd[0], 0.99 - 0.05, 1e-15);
+  EXPECT_NEAR(sgd[1], (0.99 - 0.05) * 0.99 - 0.05, 1e-15);
+}
+
+TEST(RAdam, VaryingGradientsMatchTheFormulaStepByStep) {
+  // The recursion of REFERENCE §1 written out on doubles.
+  const std::vector<double> grads{0.3, -1.2, 0.7, 2.0, -0.4, 0.9, 1.5, -0.2};
+  const double lr = 0.05, wd = 0.02, b1 = 0.9, b2 = 0.98, eps = 1e-8;
+  for (auto fallback : {RAdamFallback::kSkip, RAdamFallback::kSgd}) {
+    const auto got = run_scalar(radam(fallback, wd), grads, lr);
+    double p = 1.0, m = 0.0, v = 0.0;
+    const double rho_inf = 2.0 / (1.0 - b2) - 1.0;
+    for (size_t i = 0; i < grads.size(); ++i) {
+      const int t = static_cast<int>(i) + 1;
+      m = b1 * m + (1.0 - b1) * grads[i];
+      v = b2 * v + (1.0 - b2) * grads[i] * grads[i];
+      const double rho = rho_inf - 2.0 * t * std::pow(b2, t) / (1.0 - std::pow(b2, t));
+      if (rho >= 5.0) {
+        const double r = std::sqrt((rho - 4) * (rho - 2) * rho_inf /
+                                   ((rho_inf - 4) * (rho_inf - 2) * rho));
+        p -= lr * wd * p;
+        p -= lr * r * std::sqrt(1.0 - std::pow(b2, t)) / (1.0 - std::pow(b1, t)) * m /
+             (std::sqrt(v) + eps);
+      } else if (fallback == RAdamFallback::kSgd) {
+        p -= lr * wd * p;
+        p -= lr / (1.0 - std::pow(b1, t)) * m;
+      }
+      EXPECT_NEAR(got[i], p, 1e-14) << to_string(fallback) << " step " << t;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+struct Params {
+  torch::Tensor w, b, e;  // float64 (3,4), float32 (4), float64 (2,3,2)
+  train::NamedTensors named() const {
+    return {{"encoder.fc1.weight", w}, {"encoder.fc1.bias", b}, {"decoder.embed", e}};
+  }
+};
+
+Params make_params() {
+  torch::manual_seed(7);
+  return {torch::randn({3, 4}, torch::kFloat64).set_requires_grad(true),
+          torch::randn({4}, torch::kFloat32).set_requires_grad(true),
+          torch::randn({2, 3, 2}, torch::kFloat64).set_requires_grad(true)};
+}
+
+Params copy_params(const Params& p) {
+  auto c = [](const torch::Tensor& t) { return t.detach().clone().set_requires_grad(true); };
+  return {c(p.w), c(p.b), c(p.e)};
+}
+
+// Deterministic gradients of step k; the bias has none at step 2 (skipped that step).
+void set_grads(Params& p, int k) {
+  torch::manual_seed(100 + k);
+  p.w.mutable_grad() = torch::randn({3, 4}, torch::kFloat64);
+  p.b.mutable_grad() = k == 2 ? torch::Tensor() : torch::randn({4}, torch::kFloat32);
+  p.e.mutable_grad() = torch::randn({2, 3, 2}, torch::kFloat64);
+}
+
+double lr_of(int k) { return 0.01 * (1.0 + 0.3 * k); }
+
+std::vector<OptimizerConfig> every_kind() {
+  std::vector<OptimizerConfig> out;
+  OptimizerConfig sgd;
+  sgd.kind = OptimizerKind::kSgd;
+  sgd.momentum = 0.9;
+  sgd.nesterov = true;
+  sgd.weight_decay = 1e-2;
+  out.push_back(sgd);
+  for (auto k : {OptimizerKind::kAdam, OptimizerKind::kAdamW}) {
+    OptimizerConfig c;
+    c.kind = k;
+    c.weight_decay = 1e-2;
+    out.push_back(c);
+  }
+  out.push_back(radam(RAdamFallback::kSgd, 1e-2));
+  out.push_back(radam(RAdamFallback::kSkip, 1e-2));
+  return out;
+}
+
+TEST(Optimizer, ResumeFromSavedStateIsBitExact) {
+  constexpr int kTotal = 10, kSplit = 4;
+  for (const auto& config : every_kind()) {
+    const auto label = to_string(config.kind) + "/" + to_string(config.radam_fallback);
+    auto straight = make_params();
+    train::Optimizer a(straight.named(), config);
+    for (int k = 1; k <= kTotal; ++k) {
+      set_grads(straight, k);
+      a.step(lr_of(k));
+    }
+
+    auto first = make_params();
+    train::Optimizer b(first.named(), config);
+    for (int k = 1; k <= kSplit; ++k) {
+      set_grads(first, k);
+      b.step(lr_of(k));
+    }
+    const auto path = temp_path("optimizer_state.pt");
+    model::save_tensors(path, b.state());
+    auto resumed = copy_params(first);
+    train::Optimizer c(resumed.named(), config);
+    c.load_state(model::load_tensors(path));
+    std::filesystem::remove(path);
+    EXPECT_EQ(c.steps(), kSplit) << label;
+    for (int k = kSplit + 1; k <= kTotal; ++k) {
+      set_grads(resumed, k);
+      c.step(lr_of(k));
+    }
+
+    EXPECT_EQ(c.steps(), kTotal);
+    EXPECT_TRUE(torch::equal(straight.w, resumed.w)) << label;
+    EXPECT_TRUE(torch::equal(straight.b, resumed.b)) << label;
+    EXPECT_TRUE(torch::equal(straight.e, resumed.e)) << label;
+    EXPECT_FALSE(torch::equal(straight.w, make_params().w)) << label << ": nothing moved";
+    const auto sa = a.state(), sc = c.state();
+    ASSERT_EQ(sa.size(), sc.size()) << label;
+    for (const auto& [key, t] : sa) {
+      ASSERT_TRUE(sc.count(key)) << label << " " << key;
+      EXPECT_EQ(t.scalar_type(), sc.at(key).scalar_type()) << key;
+      EXPECT_TRUE(torch::equal(t, sc.at(key))) << label << " " << key;
+    }
+  }
+}
+
+TEST(Optimizer, StateNamesAndPerParameterSteps) {
+  OptimizerConfig c;  // adamw
+  auto p = make_params();
+  train::Optimizer opt(p.named(), c);
+  for (int k = 1; k <= 3; ++k) {
+    set_grads(p, k);
+    opt.step(0.01);
+  }
+  const auto s = opt.state();
+  EXPECT_EQ(s.at("steps").item<int64_t>(), 3);
+  EXPECT_EQ(s.at("step.encoder.fc1.weight").item<int64_t>(), 3);
+  EXPECT_EQ(s.at("step.encoder.fc1.bias").item<int64_t>(), 2);  // no gradient at step 2
+  EXPECT_EQ(s.at("exp_avg_sq.encoder.fc1.bias").scalar_type(), torch::kFloat32);
+  EXPECT_EQ(s.size(), 1u + 3u * 3u);
+  // state() copies: stepping again does not change what was returned.
+  const auto before = s.at("exp_avg.decoder.embed").clone();
+  set_grads(p, 4);
+  opt.step(0.01);
+  EXPECT_TRUE(torch::equal(before, s.at("exp_avg.decoder.embed")));
+
+  OptimizerConfig sgd;
+  sgd.kind = OptimizerKind::kSgd;
+  sgd.momentum = 0.5;
+  auto q = make_params();
+  train::Optimizer o2(q.named(), sgd);
+  set_grads(q, 1);
+  o2.step(0.1);
+  const auto s2 = o2.state();
+  EXPECT_EQ(s2.size(), 4u);
+  EXPECT_TRUE(s2.count("momentum_buffer.encoder.fc1.weight"));
+}
+
+TEST(Optimizer, LoadStateRejectsForeignState) {
+  auto p = make_params();
+  OptimizerConfig c;
+  train::Optimizer opt(p.named(), c);
+  set_grads(p, 1);
+  opt.step(0.01);
+  const auto good = opt.state();
+  auto expect_error = [&](train::TensorMap s, const std::string& needle) {
+    auto q = make_params();
+    train::Optimizer fresh(q.named(), c);
+    try {
+      fresh.load_state(s);
+      ADD_FAILURE() << "accepted state, expected: " << needle;
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  auto s = good;
+  s.erase("steps");
+  expect_error(s, "'steps'");
+  s = good;
+  s["exp_avg.no.such.param"] = torch::zeros({2});
+  expect_error(s, "exp_avg.no.such.param");
+  s = good;
+  s["exp_avg.decoder.embed"] = torch::zeros({3, 2, 2}, torch::kFloat64);
+  expect_error(s, "exp_avg.decoder.embed");
+  s = good;
+  s.erase("exp_avg_sq.encoder.fc1.weight");
+  expect_error(s, "encoder.fc1.weight");
+  // Adam state into SGD.
+  OptimizerConfig sgd;
+  sgd.kind = OptimizerKind::kSgd;
+  auto q = make_params();
+  train::Optimizer o(q.named(), sgd);
+  EXPECT_THROW(o.load_state(good), std::runtime_error);
+}
+
+TEST(Optimizer, RecordsUpdatesOnlyWhenAsked) {
+  auto p = make_params();
+  train::Optimizer opt(p.named(), OptimizerConfig{});
+  set_grads(p, 1);
+  opt.step(0.01);
+  EXPECT_TRUE(opt.last_updates().empty());
+  set_grads(p, 2);  // the bias has no gradient: no update recorded for it
+  const auto w_old = p.w.detach().clone(), b_old = p.b.detach().clone();
+  opt.step(0.01, /*record_updates=*/true);
+  const auto& u = opt.last_updates();
+  ASSERT_EQ(u.size(), 2u);
+  EXPECT_TRUE(torch::equal(u.at("encoder.fc1.weight"), p.w.detach() - w_old));
+  EXPECT_FALSE(u.at("encoder.fc1.weight").requires_grad());
+  EXPECT_TRUE(torch::equal(p.b.detach(), b_old));
+  EXPECT_EQ(u.count("encoder.fc1.bias"), 0u);
+  set_grads(p, 3);
+  opt.step(0.01);
+  EXPECT_TRUE(opt.last_updates().empty());
+}
+
+TEST(Optimizer, ZeroGradClearsGradients) {
+  auto p = make_params();
+  train::Optimizer opt(p.named(), OptimizerConfig{});
+  set_grads(p, 1);
+  opt.zero_grad();
+  EXPECT_FALSE(p.w.grad().defined());
+  const auto w = p.w.detach().clone();
+  opt.step(0.1);  // nothing to do
+  EXPECT_TRUE(torch::equal(w, p.w));
+  EXPECT_EQ(opt.steps(), 1);
+  EXPECT_EQ(opt.state().size(), 1u);
+}
+
+TEST(Optimizer, RejectsBadParameters) {
+  auto w = torch::zeros({2}, torch::kFloat64);
+  EXPECT_THROW(train::Optimizer({{"a", w}, {"a", torch::zeros({2})}}, OptimizerConfig{}),
+               std::invalid_argument);
+  EXPECT_THROW(train::Optimizer({{"a", w}, {"b", w}}, OptimizerConfig{}), std::invalid_argument);
+  EXPECT_THROW(train::Optimizer({{"", w}}, OptimizerConfig{}), std::invalid_argument);
+  EXPECT_THROW(train::Optimizer({{"i", torch::zeros({2}, torch::kInt64)}}, OptimizerConfig{}),
+               std::invalid_argument);
+  train::Optimizer ok({{"a", w}}, OptimizerConfig{});
+  EXPECT_THROW(ok.step(-1e-3), std::invalid_argument);
+  EXPECT_THROW(ok.step(std::nan("")), std::invalid_argument);
+  OptimizerConfig bad;
+  bad.eps = -1.0;
+  EXPECT_THROW(train::Optimizer({{"a", w}}, bad), std::invalid_argument);
+}
+
+TEST(OptimizerConfig, ProblemsListsEveryBadValue) {
+  EXPECT_TRUE(OptimizerConfig{}.problems().empty());
+  OptimizerConfig c;
+  c.kind = OptimizerKind::kAdam;
+  c.betas = {0.9, 1.0};
+  c.eps = -1e-8;
+  c.weight_decay = -0.1;
+  c.momentum = 0.9;
+  c.radam_fallback = RAdamFallback::kSgd;
+  const auto p = c.problems();
+  ASSERT_EQ(p.size(), 5u);
+  for (const char* option : {"--betas", "--eps", "--weight-decay", "--momentum", "--radam-fallback"}) {
+    bool found = false;
+    for (const auto& s : p) found |= s.rfind(option, 0) == 0;
+    EXPECT_TRUE(found) << option;
+  }
+  OptimizerConfig n;
+  n.kind = OptimizerKind::kSgd;
+  n.nesterov = true;
+  ASSERT_EQ(n.problems().size(), 1u);
+  EXPECT_NE(n.problems()[0].find("--nesterov needs --momentum"), std::string::npos);
+  EXPECT_THROW(c.validate(), std::invalid_argument);
+}
+
+TEST(OptimizerConfig, ParsersAndJson) {
+  for (const char* s : {"sgd", "adam", "adamw", "radam"})
+    EXPECT_EQ(to_string(train::parse_optimizer_kind(s)), s);
+  EXPECT_THROW(train::parse_optimizer_kind("nag"), std::invalid_argument);
+  EXPECT_EQ(train::parse_radam_fallback("sgd"), RAdamFallback::kSgd);
+  EXPECT_THROW(train::parse_radam_fallback("none"), std::invalid_argument);
+  const auto b = train::parse_betas("0.9,0.98");
+  EXPECT_EQ(b[0], 0.9);
+  EXPECT_EQ(b[1], 0.98);
+  for (const char* s : {"0.9", "0.9,0.98,0.1", "0.9;0.98", "a,b", "0.9,0.98x", ""})
+    EXPECT_THROW(train::parse_betas(s), std::invalid_argument) << s;
+  OptimizerConfig c;
+  c.kind = OptimizerKind::kRAdam;
+  c.radam_fallback = RAdamFallback::kSgd;
+  c.betas = {0.8, 0.99};
+  const nlohmann::json j = c;
+  EXPECT_EQ(nlohmann::json(j.get<OptimizerConfig>()), j);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+TEST(ClipGradNorm, HandValues) {
+  // Gradients (3, 4) and (12): total norm 13.
+  auto a = torch::zeros({2}, torch::kFloat64).set_requires_grad(true);
+  auto b = torch::zeros({1}, torch::kFloat64).set_requires_grad(true);
+  auto none = torch::zeros({5}, torch::kFloat64).set_requires_grad(true);  // no gradient
+  auto set = [&] {
+    a.mutable_grad() = torch::tensor({3.0, 4.0}, torch::kFloat64);
+    b.mutable_grad() = torch::tensor({12.0}, torch::kFloat64);
+  };
+  set();
+  EXPECT_DOUBLE_EQ(train::clip_grad_norm({a, none, b}, 0.0), 13.0);  // only measures
+  EXPECT_EQ(a.grad()[1].item<double>(), 4.0);
+  EXPECT_DOUBLE_EQ(train::clip_grad_norm({a, b}, 100.0), 13.0);  // below the limit: unchanged
+  EXPECT_EQ(b.grad()[0].item<double>(), 12.0);
+  EXPECT_DOUBLE_EQ(train::clip_grad_norm({a, b}, 6.5), 13.0);
+  const double coef = 6.5 / (13.0 + 1e-6);  // torch's clip_coef
+  EXPECT_NEAR(a.grad()[0].item<double>(), 3.0 * coef, 1e-15);
+  EXPECT_NEAR(b.grad()[0].item<double>(), 12.0 * coef, 1e-15);
+  EXPECT_NEAR(train::clip_grad_norm({a, b}, 0.0), 13.0 * coef, 1e-14);
+  EXPECT_EQ(train::clip_grad_norm({none}, 1.0), 0.0);
+  set();
+  EXPECT_DOUBLE_EQ(train::clip_grad_norm(train::NamedTensors{{"a", a}, {"b", b}}, -1.0), 13.0);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+TEST(OptimizerDevice, CudaMatchesCpuInFloat64) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  for (const auto& config : every_kind()) {
+    auto cpu = make_params();
+    auto to_cuda = [](const torch::Tensor& t) {
+      return t.detach().to(torch::kCUDA).set_requires_grad(true);
+    };
+    Params gpu{to_cuda(cpu.w), to_cuda(cpu.b), to_cuda(cpu.e)};
+    train::Optimizer oc(cpu.named(), config), og(gpu.named(), config);
+    for (int k = 1; k <= 8; ++k) {
+      set_grads(cpu, k);
+      auto copy_grad = [](torch::Tensor& dst, const torch::Tensor& src) {
+        dst.mutable_grad() = src.grad().defined() ? src.grad().to(torch::kCUDA) : torch::Tensor();
+      };
+      copy_grad(gpu.w, cpu.w);
+      copy_grad(gpu.b, cpu.b);
+      copy_grad(gpu.e, cpu.e);
+      train::clip_grad_norm(cpu.named(), 1.0);
+      train::clip_grad_norm(gpu.named(), 1.0);
+      oc.step(lr_of(k), true);
+      og.step(lr_of(k), true);
+    }
+    const auto label = to_string(config.kind) + "/" + to_string(config.radam_fallback);
+    EXPECT_TRUE(torch::allclose(cpu.w, gpu.w.cpu(), 1e-12, 1e-14)) << label;
+    EXPECT_TRUE(torch::allclose(cpu.b, gpu.b.cpu(), 1e-5, 1e-7)) << label;  // float32
+    EXPECT_TRUE(torch::allclose(cpu.e, gpu.e.cpu(), 1e-12, 1e-14)) << label;
+    EXPECT_EQ(og.last_updates().at("decoder.embed").device().type(), torch::kCUDA);
+    const auto sg = og.state();
+    EXPECT_EQ(sg.at("steps").device().type(), torch::kCPU);
+    // A CUDA state loads into a CPU optimiser.
+    auto back = copy_params(cpu);
+    train::Optimizer ob(back.named(), config);
+    ob.load_state(sg);
+    EXPECT_EQ(ob.steps(), 8);
+  }
+}
+
+}  // namespace
