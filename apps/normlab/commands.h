@@ -17,10 +17,18 @@ struct GlobalOptions {
 
 using Runner = std::function<void()>;
 
+// Thrown by a runner to end with `code` and a one-line `message` (e.g. 3 for a diverged run
+// under --fail-on-divergence); other exceptions end with code 2.
+struct ExitCode {
+  int code;
+  std::string message;
+};
+
 Runner add_info_command(CLI::App& app, const GlobalOptions& global);
 Runner add_init_command(CLI::App& app, const GlobalOptions& global);
 Runner add_export_command(CLI::App& app, const GlobalOptions& global);
 Runner add_score_command(CLI::App& app, const GlobalOptions& global);
 Runner add_bpe_command(CLI::App& app, const GlobalOptions& global);
+Runner add_train_command(CLI::App& app, const GlobalOptions& global);
 
 }  // namespace normlab::app

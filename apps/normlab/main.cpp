@@ -38,6 +38,7 @@ int main(int argc, char** argv) {
   add(app::add_export_command);
   add(app::add_score_command);
   add(app::add_bpe_command);
+  add(app::add_train_command);
 
   try {
     app.parse(argc, argv);
@@ -49,6 +50,9 @@ int main(int argc, char** argv) {
   try {
     core::configure_threads(global.threads);
     runners.at(app.get_subcommands().front())();
+  } catch (const app::ExitCode& e) {
+    std::cerr << "normlab: " << e.message << "\n";
+    return e.code;
   } catch (const c10::Error& e) {
     return fail(e.what_without_backtrace());
   } catch (const std::exception& e) {

@@ -1,8 +1,10 @@
 #include "model_options.h"
 
+#include "core/tokens.h"
+
 namespace normlab::app {
 
-void ModelOptions::add_to(CLI::App& cmd) {
+void ModelOptions::add_to(CLI::App& cmd, bool vocab_options) {
   const std::string g = "Model";
   cmd.add_option("--scheme", scheme_, "post-ln|pre-ln|t-fixup|admin|rezero|deepnorm")
       ->capture_default_str()->group(g);
@@ -22,10 +24,13 @@ void ModelOptions::add_to(CLI::App& cmd) {
   heads_ = cmd.add_option("--heads", sizes_.heads, "attention heads")->group(g);
   encoder_layers_ = cmd.add_option("--encoder-layers", sizes_.encoder_layers, "encoder layers")->group(g);
   decoder_layers_ = cmd.add_option("--decoder-layers", sizes_.decoder_layers, "decoder layers")->group(g);
-  cmd.add_option("--vocab-size", vocab_size_, "source and target vocabulary size (special tokens included)")
-      ->group(g);
-  src_vocab_ = cmd.add_option("--src-vocab-size", sizes_.src_vocab_size, "source vocabulary size")->group(g);
-  tgt_vocab_ = cmd.add_option("--tgt-vocab-size", sizes_.tgt_vocab_size, "target vocabulary size")->group(g);
+  if (vocab_options) {
+    cmd.add_option("--vocab-size", vocab_size_,
+                   "source and target vocabulary size (special tokens included)")
+        ->group(g);
+    src_vocab_ = cmd.add_option("--src-vocab-size", sizes_.src_vocab_size, "source vocabulary size")->group(g);
+    tgt_vocab_ = cmd.add_option("--tgt-vocab-size", sizes_.tgt_vocab_size, "target vocabulary size")->group(g);
+  }
   cmd.add_option("--max-positions", sizes_.max_positions, "longest sentence in tokens")
       ->capture_default_str()->group(g);
   cmd.add_option("--dropout", sizes_.dropout, "dropout on residual branches and embeddings")
@@ -39,7 +44,7 @@ void ModelOptions::add_to(CLI::App& cmd) {
       ->capture_default_str()->group(g);
 }
 
-model::ModelConfig ModelOptions::resolve() const {
+model::ModelConfig ModelOptions::resolve(bool vocab_from_data) const {
   model::ModelConfig c = sizes_;  // dropout, positions, rezero alpha as given (or defaults)
   model::apply_preset(preset_, c);
   auto override_with = [](CLI::Option* opt, int64_t value, int64_t& field) {
@@ -50,14 +55,19 @@ model::ModelConfig ModelOptions::resolve() const {
   override_with(heads_, sizes_.heads, c.heads);
   override_with(encoder_layers_, sizes_.encoder_layers, c.encoder_layers);
   override_with(decoder_layers_, sizes_.decoder_layers, c.decoder_layers);
-  c.src_vocab_size = src_vocab_->count() > 0 ? sizes_.src_vocab_size : vocab_size_;
-  c.tgt_vocab_size = tgt_vocab_->count() > 0 ? sizes_.tgt_vocab_size : vocab_size_;
+  if (vocab_from_data) {
+    c.src_vocab_size = c.tgt_vocab_size = kNumSpecialTokens + 1;  // any valid size, to validate the rest
+  } else {
+    c.src_vocab_size = src_vocab_->count() > 0 ? sizes_.src_vocab_size : vocab_size_;
+    c.tgt_vocab_size = tgt_vocab_->count() > 0 ? sizes_.tgt_vocab_size : vocab_size_;
+  }
   c.share = model::parse_shared_embeddings(share_);
   c.scheme = model::scheme_by_name(scheme_);
   if (!norm_.empty()) c.scheme.norm = model::parse_norm_placement(norm_);
   if (!residual_.empty()) c.scheme.residual = model::parse_residual_form(residual_);
   if (!init_.empty()) c.scheme.init = model::parse_init_method(init_);
   c.validate();
+  if (vocab_from_data) c.src_vocab_size = c.tgt_vocab_size = 0;
   return c;
 }
 

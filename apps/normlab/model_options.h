@@ -12,9 +12,12 @@ namespace normlab::app {
 
 class ModelOptions {
  public:
-  void add_to(CLI::App& command);
+  // `vocab_options`: --vocab-size/--src-vocab-size/--tgt-vocab-size (not for commands whose
+  // vocabulary comes from data).
+  void add_to(CLI::App& command, bool vocab_options = true);
   // The resolved, validated configuration. Throws std::invalid_argument listing every problem.
-  model::ModelConfig resolve() const;
+  // With `vocab_from_data` the vocabulary sizes are left 0 for the caller to fill in.
+  model::ModelConfig resolve(bool vocab_from_data = false) const;
 
  private:
   std::string scheme_ = "post-ln";

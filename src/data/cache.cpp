@@ -8,6 +8,7 @@
 #include <limits>
 #include <stdexcept>
 
+#include "core/hash.h"
 #include "core/file_io.h"
 #include "data/vocab.h"
 
@@ -39,27 +40,18 @@ std::string hex16(uint64_t v) {
 
 }  // namespace
 
-uint64_t fnv1a64(const void* data, size_t size, uint64_t h) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  for (size_t i = 0; i < size; ++i) {
-    h ^= p[i];
-    h *= 0x100000001b3ULL;
-  }
-  return h;
-}
-
 uint64_t corpus_cache_key(const std::vector<std::string>& input_files, const std::string& model_bytes) {
   const uint32_t versions[2] = {kCacheFormatVersion, kTextNormalizationVersion};
-  uint64_t h = fnv1a64(versions, sizeof versions);
+  uint64_t h = core::hash_bytes(versions, sizeof versions);
   for (const auto& file : input_files) {
     const auto bytes = core::read_file(file);
     const uint64_t size = bytes.size();  // lengths too, so that file boundaries count
-    h = fnv1a64(&size, sizeof size, h);
-    h = fnv1a64(bytes.data(), bytes.size(), h);
+    h = core::hash_bytes(&size, sizeof size, h);
+    h = core::hash_bytes(bytes.data(), bytes.size(), h);
   }
   const uint64_t size = model_bytes.size();
-  h = fnv1a64(&size, sizeof size, h);
-  return fnv1a64(model_bytes.data(), model_bytes.size(), h);
+  h = core::hash_bytes(&size, sizeof size, h);
+  return core::hash_bytes(model_bytes.data(), model_bytes.size(), h);
 }
 
 std::string cache_file_path(const std::string& dir, const std::string& name, uint64_t key) {
@@ -90,7 +82,7 @@ void save_encoded(const std::string& path, uint64_t key, const EncodedCorpus& co
           throw std::invalid_argument("save_encoded: token id " + std::to_string(id) + " does not fit 32 bits");
         put(out, static_cast<uint64_t>(id), 4);
       }
-  put(out, fnv1a64(out.data(), out.size()), 8);
+  put(out, core::hash_bytes(out.data(), out.size()), 8);
   core::write_file_atomic(path, out);
 }
 
@@ -118,7 +110,7 @@ std::optional<EncodedCorpus> load_encoded(const std::string& path, uint64_t key,
   if (pairs > limit || src_tokens > limit || tgt_tokens > limit ||
       in.size() != kHeaderBytes + 8 * pairs + 4 * (src_tokens + tgt_tokens) + 8)
     return fail("truncated or corrupted: " + std::to_string(in.size()) + " bytes do not match the header's counts");
-  if (get(in, in.size() - 8, 8) != fnv1a64(in.data(), in.size() - 8))
+  if (get(in, in.size() - 8, 8) != core::hash_bytes(in.data(), in.size() - 8))
     return fail("corrupted: checksum mismatch");
   EncodedCorpus corpus;
   size_t len_at = kHeaderBytes, tok_at = kHeaderBytes + 8 * pairs;

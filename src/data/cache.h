@@ -16,11 +16,7 @@ class Vocab;
 
 constexpr uint32_t kCacheFormatVersion = 1;
 
-// FNV-1a, 64 bits: continue a hash by passing the previous value as `h`.
-constexpr uint64_t kFnv1aOffset = 0xcbf29ce484222325ULL;
-uint64_t fnv1a64(const void* data, size_t size, uint64_t h = kFnv1aOffset);
-
-// The cache key: FNV-1a 64 over the cache format and text-normalisation versions, then, in
+// The cache key: the 64-bit checksum of `core/hash.h` (FNV-1a over 64-bit words) over the cache format and text-normalisation versions, then, in
 // order, each input file's bytes as stored (.gz as compressed) and the model's bytes.
 uint64_t corpus_cache_key(const std::vector<std::string>& input_files, const std::string& model_bytes);
 
@@ -31,7 +27,7 @@ struct EncodedCorpus {
 // DIR/NAME.KEY.bin, KEY as 16 lower-case hex digits.
 std::string cache_file_path(const std::string& dir, const std::string& name, uint64_t key);
 
-// Writes the corpus atomically (header: magic, version, key, counts; FNV-1a checksum last).
+// Writes the corpus atomically (header: magic, version, key, counts; checksum last).
 // Throws std::runtime_error when the file cannot be written.
 void save_encoded(const std::string& path, uint64_t key, const EncodedCorpus& corpus);
 

@@ -12,6 +12,7 @@ TEST(Hash, ShortInputsAreFnv1a64) {
   // FNV-1a 64 test vectors (Fowler, Noll, Vo): "" and "a".
   EXPECT_EQ(hash_bytes("", 0), 0xcbf29ce484222325ULL);
   EXPECT_EQ(hash_bytes("a", 1), 0xaf63dc4c8601ec8cULL);
+  EXPECT_EQ(hash_bytes("foobar", 6), 0x85944171f73967e8ULL);
   EXPECT_EQ(hash_hex(0xaf63dc4c8601ec8cULL), "af63dc4c8601ec8c");
 }
 

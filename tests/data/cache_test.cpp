@@ -36,13 +36,6 @@ void write_corpus(const ScratchDir& dir) {
 
 }  // namespace
 
-TEST(Cache, Fnv1aKnownValues) {
-  // Published FNV-1a 64 test vectors (Fowler, Noll, Vo).
-  EXPECT_EQ(fnv1a64("", 0), 0xcbf29ce484222325ULL);
-  EXPECT_EQ(fnv1a64("a", 1), 0xaf63dc4c8601ec8cULL);
-  EXPECT_EQ(fnv1a64("foobar", 6), 0x85944171f73967e8ULL);
-}
-
 TEST(Cache, SaveLoadRoundTripAndWrongKey) {
   ScratchDir dir("cache_roundtrip");
   const auto path = cache_file_path(dir.str(), "c.de-en", 0x0123456789abcdefULL);

@@ -1,0 +1,98 @@
+// `normlab train`: trains on parallel text into a run folder, resuming when it has a checkpoint.
+#include <iostream>
+
+#include "commands.h"
+#include "core/runtime.h"
+#include "model_options.h"
+#include "train/trainer.h"
+
+namespace normlab::app {
+
+Runner add_train_command(CLI::App& app, const GlobalOptions& global) {
+  auto* cmd = app.add_subcommand("train", "train a model; re-running into RUN_DIR resumes it");
+  struct Options {
+    train::TrainConfig config;
+    ModelOptions model;
+    std::string optimizer = "adamw", betas = "0.9,0.98", radam_fallback = "skip";
+    std::string schedule = "inverse-sqrt", ls_formula = "uniform";
+  };
+  auto o = std::make_shared<Options>();
+  auto& c = o->config;
+  const std::string data = "Data", opt = "Optimisation", lim = "Limits and output";
+  cmd->add_option("--train", c.train_prefix, "training text PREFIX (PREFIX.SRC, PREFIX.TGT, plain or .gz)")
+      ->group(data);
+  cmd->add_option("--valid", c.valid_prefix, "validation text PREFIX")->group(data);
+  cmd->add_option("--src", c.src_lang, "source language suffix")->capture_default_str()->group(data);
+  cmd->add_option("--tgt", c.tgt_lang, "target language suffix")->capture_default_str()->group(data);
+  cmd->add_option("--vocab-size", c.vocab.vocab_size, "joint BPE vocabulary size (special tokens included)")
+      ->capture_default_str()->group(data);
+  cmd->add_option("--cache-dir", c.cache_dir, "where encoded corpora are cached (default RUN_DIR/cache)")
+      ->group(data);
+  cmd->add_option("--max-tokens", c.batching.max_tokens, "padded tokens per batch")
+      ->capture_default_str()->group(data);
+  cmd->add_option("--max-sentences", c.batching.max_sentences, "sentences per batch (0: no limit)")
+      ->capture_default_str()->group(data);
+  cmd->add_option("--update-freq", c.update_freq, "batches accumulated per update")
+      ->capture_default_str()->group(data);
+  o->model.add_to(*cmd, /*with_vocab_size=*/false);
+
+  cmd->add_option("--optimizer", o->optimizer, "sgd|adam|adamw|radam")->capture_default_str()->group(opt);
+  cmd->add_option("--betas", o->betas, "Adam's beta1,beta2")->capture_default_str()->group(opt);
+  cmd->add_option("--eps", c.optimizer.eps, "Adam's epsilon")->capture_default_str()->group(opt);
+  cmd->add_option("--weight-decay", c.optimizer.weight_decay, "weight decay")->capture_default_str()->group(opt);
+  cmd->add_option("--momentum", c.optimizer.momentum, "SGD momentum")->capture_default_str()->group(opt);
+  cmd->add_flag("--nesterov", c.optimizer.nesterov, "SGD with Nesterov momentum")->group(opt);
+  cmd->add_option("--radam-fallback", o->radam_fallback, "RAdam before rectification: skip|sgd")
+      ->capture_default_str()->group(opt);
+  cmd->add_option("--clip-norm", c.clip_norm, "clip the gradient's 2-norm (0: off)")
+      ->capture_default_str()->group(opt);
+  cmd->add_option("--label-smoothing", c.label_smoothing, "eps")->capture_default_str()->group(opt);
+  cmd->add_option("--ls-formula", o->ls_formula, "uniform|exclusive")->capture_default_str()->group(opt);
+  cmd->add_option("--lr", c.schedule.lr, "peak learning rate")->capture_default_str()->group(opt);
+  cmd->add_option("--lr-schedule", o->schedule, "constant|inverse-sqrt|linear|step-decay|t-fixup|cosine")
+      ->capture_default_str()->group(opt);
+  cmd->add_option("--warmup-steps", c.schedule.warmup_steps, "linear warm-up updates (0: none)")
+      ->capture_default_str()->group(opt);
+  cmd->add_option("--warmup-init-lr", c.schedule.warmup_init_lr, "rate at the start of the warm-up")
+      ->capture_default_str()->group(opt);
+  cmd->add_option("--min-lr", c.schedule.min_lr, "final rate of linear and cosine")
+      ->capture_default_str()->group(opt);
+  cmd->add_option("--lr-decay-epochs", c.schedule.lr_decay_epochs, "step-decay: every K epochs")
+      ->capture_default_str()->group(opt);
+  cmd->add_option("--lr-decay-factor", c.schedule.lr_decay_factor, "step-decay: multiplier")
+      ->capture_default_str()->group(opt);
+  cmd->add_option("--lr-decay-count", c.schedule.lr_decay_count, "step-decay: most decays (0: no limit)")
+      ->capture_default_str()->group(opt);
+  cmd->add_option("--tfixup-decay-steps", c.schedule.tfixup_decay_steps, "t-fixup schedule's P")
+      ->capture_default_str()->group(opt);
+
+  cmd->add_option("--max-epochs", c.max_epochs, "stop after N epochs (0: no limit)")->group(lim);
+  cmd->add_option("--max-steps", c.max_steps, "stop after N updates (0: no limit)")->group(lim);
+  cmd->add_option("--out", c.out, "run folder RUN_DIR")->group(lim);
+  cmd->add_option("--log-interval", c.log_interval, "updates between metrics records")
+      ->capture_default_str()->group(lim);
+  cmd->add_option("--save-interval-updates", c.save_interval_updates, "also checkpoint every N updates")
+      ->capture_default_str()->group(lim);
+  cmd->add_option("--keep-last", c.keep_last, "keep the N newest numbered checkpoints (0: all)")
+      ->capture_default_str()->group(lim);
+  cmd->add_option("--seed", c.seed, "random seed")->capture_default_str()->group(lim);
+  cmd->add_flag("--fail-on-divergence", c.fail_on_divergence, "exit 3 when the loss becomes NaN/inf")
+      ->group(lim);
+
+  return [o, &global] {
+    auto& c = o->config;
+    c.optimizer.kind = train::parse_optimizer_kind(o->optimizer);
+    c.optimizer.betas = train::parse_betas(o->betas);
+    c.optimizer.radam_fallback = train::parse_radam_fallback(o->radam_fallback);
+    c.schedule.kind = train::parse_schedule_kind(o->schedule);
+    c.schedule.max_steps = c.max_steps;
+    c.ls_formula = train::parse_label_smoothing_formula(o->ls_formula);
+    c.model = o->model.resolve(/*vocab_from_data=*/true);
+    const auto result = train::train(c, core::resolve_device(global.device));
+    if (result.diverged && c.fail_on_divergence)
+      throw ExitCode{3, "training diverged at update " + std::to_string(result.updates + 1) +
+                            " (--fail-on-divergence)"};
+  };
+}
+
+}  // namespace normlab::app

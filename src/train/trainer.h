@@ -1,0 +1,76 @@
+// `normlab train`: the training loop and its run folder (docs/training.md).
+//
+// RUN_DIR/config.json      the fully resolved configuration
+// RUN_DIR/vocab/spm.model  the joint SentencePiece vocabulary (trained once)
+// RUN_DIR/metrics.jsonl    one JSON object per logged update, per validation, per event
+// RUN_DIR/train.log        the progress lines also printed on stderr
+// RUN_DIR/checkpoints/     checkpoint_last.pt, checkpoint_best.pt, checkpoint<epoch>.pt,
+//                          checkpoint_<epoch>_<update>.pt
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <c10/core/Device.h>
+#include <nlohmann/json_fwd.hpp>
+
+#include "data/batching.h"
+#include "data/vocab.h"
+#include "model/config.h"
+#include "train/loss.h"
+#include "train/optimizer.h"
+#include "train/schedule.h"
+
+namespace normlab::train {
+
+struct TrainConfig {
+  // Data
+  std::string train_prefix;          // PREFIX.SRC / PREFIX.TGT (plain or .gz)
+  std::string valid_prefix;          // validated after every epoch
+  std::string src_lang = "de";
+  std::string tgt_lang = "en";
+  std::string cache_dir;             // encoded corpora; empty: RUN_DIR/cache
+  data::VocabTrainOptions vocab;     // the joint BPE model trained on the training text
+  data::BatchingConfig batching;     // --max-tokens, --max-sentences
+  int64_t update_freq = 1;           // batches accumulated per optimiser step
+  // Model (vocabulary sizes come from the vocabulary)
+  model::ModelConfig model;
+  // Optimisation
+  OptimizerConfig optimizer;
+  ScheduleConfig schedule;
+  double clip_norm = 0.0;            // 0: no clipping (the norm is still logged)
+  double label_smoothing = 0.1;
+  LabelSmoothingFormula ls_formula = LabelSmoothingFormula::kUniform;
+  // Limits: training stops at whichever comes first; at least one must be set.
+  int64_t max_epochs = 0;
+  int64_t max_steps = 0;
+  // Output
+  std::string out;                   // RUN_DIR
+  int64_t log_interval = 100;        // updates between metrics records
+  int64_t save_interval_updates = 0; // also checkpoint every N updates (0: only at epoch ends)
+  int64_t keep_last = 0;             // keep the N newest per-epoch/per-update checkpoints (0: all)
+  uint64_t seed = 1;
+  bool fail_on_divergence = false;   // exit non-zero when the loss becomes NaN or infinite
+
+  // Every problem at once, naming the option.
+  std::vector<std::string> problems() const;
+};
+
+void to_json(nlohmann::json& j, const TrainConfig& c);
+
+// Options whose change makes resuming a different experiment (model, data, optimiser kind,
+// batching, seed...). Others (limits, logging, device) may change between runs.
+std::vector<std::string> incompatible_changes(const nlohmann::json& saved, const nlohmann::json& now);
+
+struct TrainResult {
+  int64_t updates = 0;
+  int64_t epochs = 0;
+  bool diverged = false;
+  double best_valid_loss = 0.0;  // per token, nats
+};
+
+// Trains, or resumes from RUN_DIR's newest intact checkpoint when there is one.
+TrainResult train(const TrainConfig& config, const c10::Device& device);
+
+}  // namespace normlab::train
