@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+"""normlab train's run folder and failure modes on real data (Multi30k val, a tiny model):
+the files it writes and their fields, divergence recorded and stopped cleanly (exit 0, or 3
+with --fail-on-divergence), a resumed RUN_DIR refusing a different experiment, --keep-last,
+and bad input as one line with exit code 2."""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--normlab", required=True)
+    ap.add_argument("--data", required=True)
+    ap.add_argument("--workdir", required=True)
+    args = ap.parse_args()
+    prefix = os.path.join(args.data, "multi30k", "val")
+    if not os.path.exists(prefix + ".de.gz"):
+        print(f"SKIP: no data at {args.data}")
+        return 0
+    shutil.rmtree(args.workdir, ignore_errors=True)
+    os.makedirs(args.workdir)
+    w = lambda name: os.path.join(args.workdir, name)
+    tiny = {"--train": prefix, "--valid": prefix, "--vocab-size": "300", "--d-model": "16",
+            "--ffn-dim": "32", "--heads": "2", "--encoder-layers": "1", "--decoder-layers": "1",
+            "--max-tokens": "1000", "--threads": "1", "--device": "cpu"}
+
+    def run(*extra):  # the tiny options, any of them replaced by `extra`
+        options = dict(tiny)
+        flags = []
+        it = iter(extra)
+        for a in it:
+            if a.startswith("--") and a in tiny:
+                options[a] = next(it)
+            elif a in ("--fail-on-divergence",):
+                flags.append(a)
+            else:
+                options[a] = next(it)
+        argv = [x for kv in options.items() for x in kv] + flags
+        return subprocess.run([args.normlab, "train", *argv], capture_output=True, text=True, timeout=120)
+
+    failures = []
+
+    def check(cond, what):
+        if not cond:
+            failures.append(what)
+
+    # A normal run: two epochs, numbered checkpoints pruned to the newest one.
+    r = run("--max-epochs", "2", "--log-interval", "5", "--keep-last", "1", "--warmup-steps", "5",
+            "--out", w("ok"))
+    check(r.returncode == 0, f"normal run failed: {r.stderr}")
+    records = [json.loads(l) for l in open(w("ok/metrics.jsonl"))]
+    steps = [x for x in records if "loss" in x and "valid_loss" not in x]
+    valid = [x for x in records if "valid_loss" in x]
+    check(steps and all(set(x) >= {"step", "epoch", "lr", "loss", "nll", "grad_norm", "tokens",
+                                   "tokens_per_s", "wall_s"} for x in steps), "step record fields")
+    check([x["epoch"] for x in valid] == [1, 2], f"one validation per epoch: {valid}")
+    check(all(abs(x["valid_ppl"] - 2.718281828459045 ** x["valid_nll"]) < 1e-6 * x["valid_ppl"]
+              for x in valid), "ppl = exp(nll)")
+    check(valid[1]["valid_loss"] < valid[0]["valid_loss"], "validation loss falls over two epochs")
+    config = json.load(open(w("ok/config.json")))
+    check(config["model"]["src_vocab_size"] == 300 and config["optimizer"]["optimizer"] == "adamw",
+          f"config.json resolved: {config['model'].get('src_vocab_size')}, {config['optimizer']}")
+    ckpts = sorted(os.listdir(w("ok/checkpoints")))
+    check(ckpts == ["checkpoint2.pt", "checkpoint_best.pt", "checkpoint_last.pt"], f"--keep-last 1: {ckpts}")
+    check(os.path.exists(w("ok/vocab/spm.model")) and os.path.exists(w("ok/train.log")), "vocab, train.log")
+
+    # Re-running into the folder with another model is refused, naming what changed.
+    r = run("--max-epochs", "3", "--d-model", "32", "--out", w("ok"))
+    check(r.returncode == 2 and "model.d_model was 16, now 32" in r.stderr, f"refuses a changed model: {r.stderr}")
+    # ... while a longer limit continues it.
+    r = run("--max-epochs", "3", "--log-interval", "5", "--keep-last", "1", "--warmup-steps", "5",
+            "--out", w("ok"))
+    check(r.returncode == 0 and "resuming at update" in r.stderr, f"continues with a new limit: {r.stderr}")
+
+    # Divergence: recorded, the run stops cleanly.
+    boom = ["--optimizer", "sgd", "--lr", "1e6", "--lr-schedule", "constant", "--warmup-steps", "0",
+            "--scheme", "t-fixup", "--max-steps", "50"]
+    r = run(*boom, "--out", w("div"))
+    last = json.loads(open(w("div/metrics.jsonl")).read().splitlines()[-1])
+    check(r.returncode == 0 and last.get("event") == "diverged", f"divergence recorded, exit 0: {r.returncode} {last}")
+    r = run(*boom, "--fail-on-divergence", "--out", w("div2"))
+    check(r.returncode == 3, f"--fail-on-divergence exits 3, got {r.returncode}")
+
+    # Bad input: one line, exit 2.
+    bad = [
+        ([], "--train is required"),
+        (["--max-steps", "5", "--train", prefix + "-missing", "--out", w("x")], "val-missing"),
+        (["--out", w("x")], "set --max-epochs or --max-steps"),
+        (["--max-steps", "5", "--optimizer", "lamb", "--out", w("x")], "--optimizer"),
+        (["--max-steps", "5", "--lr-schedule", "t-fixup", "--out", w("x")], "--warmup-steps"),
+        (["--max-steps", "5", "--update-freq", "0", "--out", w("x")], "--update-freq"),
+        (["--max-steps", "5", "--betas", "0.9", "--out", w("x")], "--betas"),
+    ]
+    for argv, expected in bad:
+        r = run(*argv) if argv else subprocess.run([args.normlab, "train"], capture_output=True, text=True)
+        lines = r.stderr.strip().splitlines()
+        check(r.returncode == 2 and lines and expected in lines[-1] and lines[-1].startswith("normlab: error"),
+              f"bad input {argv}: rc={r.returncode} {r.stderr!r}")
+    for f in failures:
+        print("FAIL", f)
+    print(f"{1 if not failures else 0} passed, {1 if failures else 0} failed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
