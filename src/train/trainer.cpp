@@ -363,6 +363,20 @@ TrainResult train(const TrainConfig& c, const torch::Device& device) {
 
   TrainResult result;
   int64_t tokens_since_log = 0;
+  const int64_t first_update = pos.update;
+  // Updates this run will make, for the ETA: --max-steps, else --max-epochs of batches.
+  const int64_t batches_per_epoch = static_cast<int64_t>(
+      data::make_batches(train_corpus.sizes, train_corpus.kept, c.batching, c.seed, 1).size());
+  const int64_t updates_per_epoch = (batches_per_epoch + c.update_freq - 1) / c.update_freq;
+  const int64_t planned = c.max_steps > 0 ? c.max_steps : c.max_epochs * updates_per_epoch;
+  auto eta = [&] {
+    const double per_update = std::chrono::duration<double>(Clock::now() - start).count() /
+                              static_cast<double>(std::max<int64_t>(pos.update - first_update, 1));
+    const auto left = static_cast<int64_t>(per_update * static_cast<double>(std::max<int64_t>(planned - pos.update, 0)));
+    std::ostringstream s;
+    s << left / 3600 << "h" << std::setw(2) << std::setfill('0') << (left / 60) % 60 << "m";
+    return s.str();
+  };
   auto log_clock = Clock::now();
   Sums window;  // since the last metrics record
   bool done = false;
@@ -418,7 +432,7 @@ TrainResult train(const TrainConfig& c, const torch::Device& device) {
              << " | batch " << pos.next_batch << "/" << n_batches << " | loss " << window.loss / window.tokens
              << " | nll " << window.nll / window.tokens << " | lr " << std::scientific << std::setprecision(3) << lr
              << std::fixed << " | gnorm " << grad_norm << " | " << std::setprecision(0)
-             << tokens_since_log / secs << " tok/s";
+             << tokens_since_log / secs << " tok/s | ETA " << eta();
         log.line(line.str());
         window = Sums{};
         tokens_since_log = 0;
