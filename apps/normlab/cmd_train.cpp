@@ -22,6 +22,10 @@ Runner add_train_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--train", c.train_prefix, "training text PREFIX (PREFIX.SRC, PREFIX.TGT, plain or .gz)")
       ->group(data);
   cmd->add_option("--valid", c.valid_prefix, "validation text PREFIX")->group(data);
+  cmd->add_option("--test", c.test_prefix, "test text PREFIX, scored with the final model")->group(data);
+  cmd->add_option("--max-length-ratio", c.max_length_ratio,
+                  "drop training pairs whose longer side exceeds this multiple of the shorter (0: off)")
+      ->capture_default_str()->group(data);
   cmd->add_option("--src", c.src_lang, "source language suffix")->capture_default_str()->group(data);
   cmd->add_option("--tgt", c.tgt_lang, "target language suffix")->capture_default_str()->group(data);
   cmd->add_option("--vocab-size", c.vocab.vocab_size, "joint BPE vocabulary size (special tokens included)")

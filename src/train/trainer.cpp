@@ -89,8 +89,9 @@ struct Corpus {
   std::vector<int64_t> kept;   // indices that passed the filter
 };
 
+// `training`: the length-ratio filter applies to the training data only (fairseq).
 Corpus load_corpus(const std::string& prefix, const TrainConfig& c, const data::Vocab& vocab,
-                   const std::string& cache_dir, RunLog& log) {
+                   const std::string& cache_dir, bool training, RunLog& log) {
   auto loaded = data::load_encoded_corpus(prefix, c.src_lang, c.tgt_lang, vocab, cache_dir);
   log.line(loaded.message);
   Corpus corpus;
@@ -98,13 +99,14 @@ Corpus load_corpus(const std::string& prefix, const TrainConfig& c, const data::
   corpus.tgt = std::move(loaded.corpus.tgt);
   data::FilterOptions filter;
   filter.max_positions = c.model.max_positions;
+  filter.max_length_ratio = training ? c.max_length_ratio : 0.0;
   auto result = data::filter_pairs(corpus.src, corpus.tgt, filter);
   corpus.kept = std::move(result.kept);
   corpus.sizes = data::example_sizes(corpus.src, corpus.tgt);
   std::ostringstream s;
   s << prefix << ": " << corpus.kept.size() << " pairs kept of " << corpus.src.size() << " ("
     << result.empty << " empty, " << result.too_long << " longer than --max-positions "
-    << c.model.max_positions << ")";
+    << c.model.max_positions << ", " << result.bad_ratio << " beyond --max-length-ratio)";
   log.line(s.str());
   return corpus;
 }
@@ -193,6 +195,8 @@ void to_json(nlohmann::json& j, const TrainConfig& c) {
   j = {{"data",
         {{"train", c.train_prefix},
          {"valid", c.valid_prefix},
+         {"test", c.test_prefix},
+         {"max_length_ratio", c.max_length_ratio},
          {"src", c.src_lang},
          {"tgt", c.tgt_lang},
          {"cache_dir", c.cache_dir},
@@ -223,6 +227,7 @@ std::vector<std::string> incompatible_changes(const nlohmann::json& saved, const
   // The schedule's max_steps follows --max-steps, a limit that may grow between runs.
   auto strip = [](nlohmann::json j) {
     j["data"].erase("cache_dir");
+    j["data"].erase("test");  // scored at the end only
     j["schedule"].erase("max_steps");
     j["model"].erase("src_vocab_size");  // filled in from the vocabulary
     j["model"].erase("tgt_vocab_size");
@@ -287,8 +292,8 @@ TrainResult train(const TrainConfig& c, const torch::Device& device) {
   }
   const auto vocab = data::Vocab::from_bytes(vocab_bytes, (vocab_dir / data::kVocabModelFile).string());
   const std::string cache_dir = c.cache_dir.empty() ? (run / "cache").string() : c.cache_dir;
-  const auto train_corpus = load_corpus(c.train_prefix, c, vocab, cache_dir, log);
-  const auto valid_corpus = load_corpus(c.valid_prefix, c, vocab, cache_dir, log);
+  const auto train_corpus = load_corpus(c.train_prefix, c, vocab, cache_dir, true, log);
+  const auto valid_corpus = load_corpus(c.valid_prefix, c, vocab, cache_dir, false, log);
 
   auto model_config = c.model;
   model_config.src_vocab_size = model_config.tgt_vocab_size = vocab.size();
@@ -476,6 +481,20 @@ TrainResult train(const TrainConfig& c, const torch::Device& device) {
     if (c.max_steps > 0 && pos.update >= c.max_steps) done = true;
   }
   if (!result.diverged && pos.next_batch > 0) save({"checkpoint_last.pt"});
+  if (!result.diverged && !c.test_prefix.empty()) {
+    const auto test_corpus = load_corpus(c.test_prefix, c, vocab, cache_dir, false, log);
+    const auto t = validate(net, test_corpus, c, device);
+    log.record({{"step", pos.update},
+                {"epoch", pos.epoch - (pos.next_batch == 0 ? 1 : 0)},
+                {"test_loss", t.loss / t.tokens},
+                {"test_nll", t.nll / t.tokens},
+                {"test_ppl", std::exp(t.nll / t.tokens)},
+                {"test_tokens", t.tokens}});
+    std::ostringstream line;
+    line << std::fixed << std::setprecision(3) << "test (" << c.test_prefix << ", final model) | loss "
+         << t.loss / t.tokens << " | nll " << t.nll / t.tokens << " | ppl " << std::exp(t.nll / t.tokens);
+    log.line(line.str());
+  }
   result.updates = pos.update;
   result.epochs = pos.epoch - 1;
   result.best_valid_loss = pos.best_valid_loss;

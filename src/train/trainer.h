@@ -28,6 +28,8 @@ struct TrainConfig {
   // Data
   std::string train_prefix;          // PREFIX.SRC / PREFIX.TGT (plain or .gz)
   std::string valid_prefix;          // validated after every epoch
+  std::string test_prefix;           // optional: scored once when training ends
+  double max_length_ratio = 0.0;     // drop training pairs with max(n,m)/min(n,m) above (0: off)
   std::string src_lang = "de";
   std::string tgt_lang = "en";
   std::string cache_dir;             // encoded corpora; empty: RUN_DIR/cache
