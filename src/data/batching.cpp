@@ -5,6 +5,8 @@
 #include <random>
 #include <stdexcept>
 
+#include "core/problems.h"
+
 namespace normlab::data {
 namespace {
 
@@ -57,11 +59,7 @@ std::vector<std::vector<int64_t>> make_batches(const std::vector<int64_t>& sizes
                                                const std::vector<int64_t>& indices,
                                                const BatchingConfig& config, uint64_t seed,
                                                int64_t epoch) {
-  if (auto problems = config.validate(); !problems.empty()) {
-    std::string all;
-    for (const auto& p : problems) all += (all.empty() ? "" : "; ") + p;
-    throw std::invalid_argument(all);
-  }
+  core::throw_if_problems(config.validate());
   std::vector<char> seen(sizes.size(), 0);
   for (const auto i : indices) {
     if (i < 0 || static_cast<size_t>(i) >= sizes.size())

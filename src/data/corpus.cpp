@@ -11,6 +11,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "core/problems.h"
+
 namespace normlab::data {
 namespace {
 
@@ -192,11 +194,7 @@ std::vector<std::string> FilterOptions::validate() const {
 
 FilterResult filter_pairs(const std::vector<Sentence>& src, const std::vector<Sentence>& tgt,
                           const FilterOptions& options) {
-  if (auto problems = options.validate(); !problems.empty()) {
-    std::string all = problems.front();
-    for (size_t i = 1; i < problems.size(); ++i) all += "; " + problems[i];
-    throw std::invalid_argument(all);
-  }
+  core::throw_if_problems(options.validate());
   if (src.size() != tgt.size())
     throw std::invalid_argument("filter_pairs: " + std::to_string(src.size()) + " source but " +
                                 std::to_string(tgt.size()) + " target sentences");

@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "core/file_io.h"
+#include "core/problems.h"
 #include "core/tokens.h"
 
 namespace normlab::data {
@@ -35,12 +36,6 @@ std::string spm_message(const sentencepiece::util::Status& status) {
   const auto end_of_check = text.rfind("] ");
   if (end_of_check != std::string::npos && end_of_check + 2 < text.size()) text = text.substr(end_of_check + 2);
   return text.empty() ? status.ToString() : text;
-}
-
-std::string join(const std::vector<std::string>& problems) {
-  std::string all;
-  for (const auto& p : problems) all += (all.empty() ? "" : "; ") + p;
-  return all;
 }
 
 }  // namespace
@@ -135,7 +130,7 @@ double Vocab::score(int64_t id) const {
 int64_t Vocab::id(const std::string& piece) const { return sp_->PieceToId(piece); }
 
 std::string train_vocab(const std::vector<std::string>& sentences, const VocabTrainOptions& options) {
-  if (auto problems = options.validate(); !problems.empty()) throw std::invalid_argument(join(problems));
+  core::throw_if_problems(options.validate());
   // identity normalisation: read_parallel already normalised white space, and without NFKC
   // decode(encode(x)) == x for every piece-covered x. One thread and a fixed seed keep
   // training deterministic (checked by tests/data/vocab_test.cpp).

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/problems.h"
 #include "core/tokens.h"
 
 namespace normlab::model {
@@ -212,11 +213,7 @@ std::vector<std::string> ModelConfig::problems() const {
 }
 
 void ModelConfig::validate() const {
-  const auto list = problems();
-  if (list.empty()) return;
-  std::string message = list.front();
-  for (size_t i = 1; i < list.size(); ++i) message += "; " + list[i];
-  throw std::invalid_argument(message);
+  core::throw_if_problems(problems());
 }
 
 void to_json(nlohmann::json& j, const ModelConfig& c) {

@@ -9,6 +9,8 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
+#include "core/problems.h"
+
 namespace normlab::train {
 namespace {
 
@@ -107,11 +109,7 @@ std::vector<std::string> OptimizerConfig::problems() const {
 }
 
 void OptimizerConfig::validate() const {
-  const auto p = problems();
-  if (p.empty()) return;
-  std::string msg;
-  for (const auto& s : p) msg += (msg.empty() ? "" : "; ") + s;
-  throw std::invalid_argument(msg);
+  core::throw_if_problems(problems());
 }
 
 Optimizer::Optimizer(NamedTensors params, OptimizerConfig config)

@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/problems.h"
+
 namespace normlab::train {
 namespace {
 
@@ -105,11 +107,7 @@ std::vector<std::string> ScheduleConfig::problems() const {
 }
 
 void ScheduleConfig::validate() const {
-  const auto p = problems();
-  if (p.empty()) return;
-  std::string msg;
-  for (const auto& s : p) msg += (msg.empty() ? "" : "; ") + s;
-  throw std::invalid_argument(msg);
+  core::throw_if_problems(problems());
 }
 
 double learning_rate(const ScheduleConfig& c, int64_t update, int64_t epoch) {

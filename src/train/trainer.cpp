@@ -12,6 +12,7 @@
 #include <torch/torch.h>
 
 #include "core/file_io.h"
+#include "core/problems.h"
 #include "core/tokens.h"
 #include "data/cache.h"
 #include "data/corpus.h"
@@ -250,11 +251,7 @@ std::vector<std::string> incompatible_changes(const nlohmann::json& saved, const
 }
 
 TrainResult train(const TrainConfig& c, const torch::Device& device) {
-  if (auto p = c.problems(); !p.empty()) {
-    std::string m = p.front();
-    for (size_t i = 1; i < p.size(); ++i) m += "; " + p[i];
-    throw std::invalid_argument(m);
-  }
+  core::throw_if_problems(c.problems());
   const fs::path run(c.out), ckpt_dir = run / "checkpoints";
   fs::create_directories(ckpt_dir);
   RunLog log(run);
@@ -264,12 +261,9 @@ TrainResult train(const TrainConfig& c, const torch::Device& device) {
   auto resumed = newest_intact_checkpoint(ckpt_dir, log);
   if (resumed) {
     auto changes = incompatible_changes(resumed->meta.at("config"), config_json);
-    if (!changes.empty()) {
-      std::string m = changes.front();
-      for (size_t i = 1; i < changes.size(); ++i) m += "; " + changes[i];
-      throw std::invalid_argument(c.out + " holds a different experiment (" + m +
-                                  "); use another --out or the same options");
-    }
+    if (!changes.empty())
+      throw std::invalid_argument(c.out + " holds a different experiment (" +
+                                  core::join_problems(changes) + "); use another --out or the same options");
   }
 
   // Vocabulary: from the checkpoint, from RUN_DIR/vocab, or trained on the training text.
