@@ -14,6 +14,7 @@
 #include "model/init.h"
 #include "model/seq2seq.h"
 #include "train/loss.h"
+#include "train/optimizer.h"
 
 using namespace normlab;
 
@@ -44,8 +45,12 @@ int main(int argc, char** argv) {
   model::initialize(net, 1);
   net->to(device);
   net->train();
-  torch::optim::Adam adam(net->parameters(),
-                          torch::optim::AdamOptions(5e-4).betas({0.9, 0.98}).eps(1e-8));
+  // normlab's own Adam (what `normlab train --optimizer adam` runs), as torch.optim.Adam.
+  std::vector<std::pair<std::string, torch::Tensor>> named;
+  for (const auto& p : net->named_parameters()) named.emplace_back(p.key(), p.value());
+  train::OptimizerConfig adam_config;
+  adam_config.kind = train::OptimizerKind::kAdam;
+  train::Optimizer adam(named, adam_config);
 
   torch::manual_seed(2);
   auto ids = [&] { return torch::randint(kNumSpecialTokens, vocab, {sentences, length}, torch::kInt64); };
@@ -73,7 +78,7 @@ int main(int argc, char** argv) {
     sync();
     backward_s.push_back(since(t1));
     auto t2 = Clock::now();
-    adam.step();
+    adam.step(5e-4);
     sync();
     optimizer_s.push_back(since(t2));
     seconds.push_back(since(t0));
