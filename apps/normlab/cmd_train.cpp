@@ -75,6 +75,8 @@ Runner add_train_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--out", c.out, "run folder RUN_DIR")->group(lim);
   cmd->add_option("--log-interval", c.log_interval, "updates between metrics records")
       ->capture_default_str()->group(lim);
+  cmd->add_option("--save-interval", c.save_interval, "keep checkpoint<E>.pt every N epochs")
+      ->capture_default_str()->group(lim);
   cmd->add_option("--save-interval-updates", c.save_interval_updates, "also checkpoint every N updates")
       ->capture_default_str()->group(lim);
   cmd->add_option("--keep-last", c.keep_last, "keep the N newest numbered checkpoints (0: all)")

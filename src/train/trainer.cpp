@@ -181,6 +181,7 @@ std::vector<std::string> TrainConfig::problems() const {
   if (max_epochs < 0 || max_steps < 0) out.push_back("--max-epochs and --max-steps must be >= 0");
   if (max_epochs == 0 && max_steps == 0) out.push_back("set --max-epochs or --max-steps");
   if (log_interval < 1) out.push_back("--log-interval must be >= 1, got " + std::to_string(log_interval));
+  if (save_interval < 1) out.push_back("--save-interval must be >= 1, got " + std::to_string(save_interval));
   if (save_interval_updates < 0) out.push_back("--save-interval-updates must be >= 0");
   if (keep_last < 0) out.push_back("--keep-last must be >= 0");
   if (clip_norm < 0) out.push_back("--clip-norm must be >= 0");
@@ -219,6 +220,7 @@ void to_json(nlohmann::json& j, const TrainConfig& c) {
        {"output",
         {{"out", c.out},
          {"log_interval", c.log_interval},
+         {"save_interval", c.save_interval},
          {"save_interval_updates", c.save_interval_updates},
          {"keep_last", c.keep_last},
          {"fail_on_divergence", c.fail_on_divergence}}}};
@@ -466,7 +468,8 @@ TrainResult train(const TrainConfig& c, const torch::Device& device) {
     line << std::fixed << std::setprecision(3) << "epoch " << pos.epoch << " | valid loss " << valid_loss
          << " | nll " << valid_nll << " | ppl " << std::exp(valid_nll) << (best ? " | best" : "");
     log.line(line.str());
-    std::vector<std::string> names = {"checkpoint" + std::to_string(pos.epoch) + ".pt", "checkpoint_last.pt"};
+    std::vector<std::string> names = {"checkpoint_last.pt"};
+    if (pos.epoch % c.save_interval == 0) names.push_back("checkpoint" + std::to_string(pos.epoch) + ".pt");
     if (best) names.push_back("checkpoint_best.pt");
     ++pos.epoch;  // the saved position is the start of the next epoch
     pos.next_batch = 0;

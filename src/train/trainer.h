@@ -50,6 +50,7 @@ struct TrainConfig {
   // Output
   std::string out;                   // RUN_DIR
   int64_t log_interval = 100;        // updates between metrics records
+  int64_t save_interval = 1;         // keep checkpoint<E>.pt every N epochs (last/best: every epoch)
   int64_t save_interval_updates = 0; // also checkpoint every N updates (0: only at epoch ends)
   int64_t keep_last = 0;             // keep the N newest per-epoch/per-update checkpoints (0: all)
   uint64_t seed = 1;

@@ -73,8 +73,10 @@ def main():
     check(r.returncode == 2 and "model.d_model was 16, now 32" in r.stderr, f"refuses a changed model: {r.stderr}")
     # ... while a longer limit continues it.
     r = run("--max-epochs", "3", "--log-interval", "5", "--keep-last", "1", "--warmup-steps", "5",
-            "--out", w("ok"))
+            "--save-interval", "2", "--out", w("ok"))
     check(r.returncode == 0 and "resuming at update" in r.stderr, f"continues with a new limit: {r.stderr}")
+    ckpts = os.listdir(w("ok/checkpoints"))
+    check("checkpoint2.pt" in ckpts and "checkpoint3.pt" not in ckpts, f"--save-interval 2: {ckpts}")
 
     # Divergence: recorded, the run stops cleanly.
     boom = ["--optimizer", "sgd", "--lr", "1e6", "--lr-schedule", "constant", "--warmup-steps", "0",
