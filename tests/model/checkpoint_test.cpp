@@ -8,6 +8,7 @@
 
 #include "model/checkpoint.h"
 #include "model/init.h"
+#include "tiny_model.h"
 
 using namespace normlab::model;
 
@@ -18,16 +19,8 @@ std::string temp_path(const std::string& name) {
 }
 
 Seq2Seq small(SharedEmbeddings share) {
-  ModelConfig c;
-  c.d_model = 8;
-  c.ffn_dim = 12;
-  c.heads = 2;
-  c.encoder_layers = 1;
-  c.decoder_layers = 2;
-  c.src_vocab_size = c.tgt_vocab_size = 11;
+  auto c = normlab::test::tiny_config("admin");
   c.share = share;
-  c.scheme = scheme_by_name("admin");
-  c.scheme.init = InitMethod::kAdminClosedForm;
   Seq2Seq m(c);
   initialize(m, 5);
   return m;

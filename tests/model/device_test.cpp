@@ -6,19 +6,14 @@
 #include "core/tokens.h"
 #include "model/checkpoint.h"
 #include "model/init.h"
+#include "tiny_model.h"
 #include "train/loss.h"
 
 using namespace normlab;
 
 TEST(Device, CudaMatchesCpuInFloat64) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
-  model::ModelConfig c;
-  c.d_model = 16;
-  c.ffn_dim = 24;
-  c.heads = 2;
-  c.encoder_layers = c.decoder_layers = 2;
-  c.src_vocab_size = c.tgt_vocab_size = 30;
-  c.scheme = model::scheme_by_name("pre-ln");
+  const auto c = test::tiny_config("pre-ln");
   auto losses_and_grads = [&](const torch::Device& device) {
     model::Seq2Seq m(c);
     m->to(torch::kFloat64);

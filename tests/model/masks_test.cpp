@@ -6,6 +6,7 @@
 #include "core/tokens.h"
 #include "model/init.h"
 #include "model/seq2seq.h"
+#include "tiny_model.h"
 
 using namespace normlab;
 using namespace normlab::model;
@@ -13,17 +14,7 @@ using namespace normlab::model;
 namespace {
 
 Seq2Seq tiny_model(const std::string& scheme) {
-  ModelConfig c;
-  c.d_model = 16;
-  c.ffn_dim = 24;
-  c.heads = 2;
-  c.encoder_layers = 2;
-  c.decoder_layers = 2;
-  c.src_vocab_size = c.tgt_vocab_size = 30;
-  c.scheme = scheme_by_name(scheme);
-  if (c.scheme.init == InitMethod::kAdminProfile) c.scheme.init = InitMethod::kAdminClosedForm;
-  c.rezero_alpha_init = 0.5;  // 0 would hide every layer
-  Seq2Seq m(c);
+  Seq2Seq m(test::tiny_config(scheme));
   m->to(torch::kFloat64);
   initialize(m, 3);
   m->eval();
