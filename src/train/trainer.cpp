@@ -48,9 +48,10 @@ class RunLog {
   std::ofstream log_, metrics_;
 };
 
-// Drops the records of updates after `update` (a run killed after its last checkpoint
-// logged steps that the resumed run will log again). Atomic.
-void truncate_metrics(const fs::path& file, int64_t update) {
+// Drops the records that the resumed run will write again: those of updates after `update`,
+// and validations of epoch `epoch` or later (a run killed after its last checkpoint logged
+// them). Atomic.
+void truncate_metrics(const fs::path& file, int64_t update, int64_t epoch) {
   if (!fs::exists(file)) return;
   std::ifstream in(file);
   std::string kept;
@@ -59,6 +60,7 @@ void truncate_metrics(const fs::path& file, int64_t update) {
     auto j = nlohmann::json::parse(line, nullptr, false);
     if (j.is_discarded()) continue;  // a line cut by the kill
     if (j.value("step", int64_t{0}) > update) continue;
+    if (j.contains("valid_loss") && j.value("epoch", int64_t{0}) >= epoch) continue;
     kept += line + "\n";
   }
   core::write_file_atomic(file.string(), kept);
@@ -307,7 +309,7 @@ TrainResult train(const TrainConfig& c, const torch::Device& device) {
     pos.wall_s = p.at("wall_s");
     // JSON has no infinity: null means no validation yet.
     if (!p.at("best_valid_loss").is_null()) pos.best_valid_loss = p.at("best_valid_loss");
-    truncate_metrics(run / "metrics.jsonl", pos.update);
+    truncate_metrics(run / "metrics.jsonl", pos.update, pos.epoch);
     log.line("normlab train: resuming at update " + std::to_string(pos.update) + ", epoch " +
              std::to_string(pos.epoch) + ", batch " + std::to_string(pos.next_batch));
   } else {
