@@ -79,12 +79,17 @@ std::vector<std::u32string> split_python(const std::u32string& text) {
 
 std::u32string lowercase(const std::u32string& text) {
   static const locale_t utf8 = newlocale(LC_CTYPE_MASK, "C.UTF-8", static_cast<locale_t>(0));
-  std::u32string out = text;
-  for (auto& c : out) {
+  std::u32string out;
+  out.reserve(text.size());
+  for (char32_t c : text) {
     if (c < 0x80) {
-      if (c >= 'A' && c <= 'Z') c += 'a' - 'A';
-    } else if (utf8 != static_cast<locale_t>(0)) {
-      c = static_cast<char32_t>(towlower_l(static_cast<wint_t>(c), utf8));
+      out += (c >= 'A' && c <= 'Z') ? c + ('a' - 'A') : c;
+    } else if (c == 0x130) {
+      out += U"i\u0307";  // Python's only one-to-two lowercase mapping (checked over all code points)
+    } else {
+      out += utf8 != static_cast<locale_t>(0)
+                 ? static_cast<char32_t>(towlower_l(static_cast<wint_t>(c), utf8))
+                 : c;
     }
   }
   return out;

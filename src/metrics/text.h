@@ -14,7 +14,7 @@ std::string encode_utf8(const std::u32string& text);
 bool is_python_space(char32_t c);
 // str.split() with no argument.
 std::vector<std::u32string> split_python(const std::u32string& text);
-// str.lower() for one-to-one mappings (towlower in C.UTF-8; Python's few one-to-two cases differ).
+// str.lower(): towlower in C.UTF-8, plus U+0130 -> "i\u0307" (the one code point where they differ).
 std::u32string lowercase(const std::u32string& text);
 
 // Lines of a file as sacreBLEU reads them (UTF-8, newline="\n": split on '\n' only, no final

@@ -35,7 +35,7 @@ def main():
     args = ap.parse_args()
     os.makedirs(args.workdir, exist_ok=True)
     w = lambda name: os.path.join(args.workdir, name)
-    worst = {"bleu": (0.0, ""), "chrf": (0.0, "")}
+    worst = {"bleu": (0.0, "all exact"), "chrf": (0.0, "all exact")}
     failures = []
 
     def normlab(hyp, refs, *opts):
@@ -89,8 +89,8 @@ def main():
 
     # Edge cases: empty lines, a byte-order mark (kept, as Python's utf-8 codec keeps it),
     # Unicode white space and letters, HTML entities, CRLF endings.
-    edge_hyp = "\ufeffDer Hund biß den Mann.\n\nÄrger  über\u00a0Öl, 3-4 Tage &amp; 1.000,5 €.\r\nΚαλημέρα κόσμε\n(hi) \"quoted\" <skipped> x\n"
-    edge_ref = "Der Hund biss den Mann.\nleer\nÄrger über Öl, 3-4 Tage & 1.000,5 €.\r\nκαλημέρα Κόσμε!\n(hi) \"quoted\" x\n"
+    edge_hyp = "\ufeffDer Hund biß den Mann.\n\nÄrger  über\u00a0Öl, 3-4 Tage &amp; 1.000,5 €.\r\nΚαλημέρα κόσμε İstanbul\n(hi) \"quoted\" <skipped> x\n"
+    edge_ref = "Der Hund biss den Mann.\nleer\nÄrger über Öl, 3-4 Tage & 1.000,5 €.\r\nκαλημέρα Κόσμε! i̇stanbul\n(hi) \"quoted\" x\n"
     with open(w("edge.hyp"), "w", encoding="utf-8", newline="") as f:
         f.write(edge_hyp)
     with open(w("edge.ref"), "w", encoding="utf-8", newline="") as f:
