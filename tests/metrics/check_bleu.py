@@ -103,6 +103,18 @@ def main():
             check(f"edge chrF tok={tok} lc={lc}", w("edge.hyp"), [w("edge.ref")], opts,
                   {"tokenize": tok, "lowercase": lc}, 0)
 
+    # --sentence: one BLEU per line, as sacrebleu.sentence_bleu (effective order).
+    for hyp, refs_ in [(w("known.hyp"), known), (w("edge.hyp"), [w("edge.ref")])]:
+        argv = [args.normlab, "bleu", "--sentence", "--json", "--hyp", hyp, *sum((["--ref", r] for r in refs_), [])]
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+        ours = [json.loads(line)["bleu"] for line in out.stdout.splitlines()]
+        ref_lines = [read_lines(r) for r in refs_]
+        theirs = [sacrebleu.sentence_bleu(h, list(rs)).score for h, rs in zip(read_lines(hyp), zip(*ref_lines))]
+        if out.returncode != 0 or len(ours) != len(theirs):
+            failures.append(f"--sentence {hyp}: {out.stderr}")
+        for i, (a, b) in enumerate(zip(ours, theirs)):
+            compare("bleu", f"--sentence {os.path.basename(hyp)}:{i + 1}", a, b)
+
     wmt = os.path.join(args.data, "wmt17-en-de")
     systems = sorted(glob.glob(os.path.join(wmt, "newstest2017.*.en-de.gz")))
     if not systems:
