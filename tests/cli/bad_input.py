@@ -59,6 +59,10 @@ def main():
         f.write("5 6\n99999\n")
     with open(w("ids_mixed.txt"), "w") as f:
         f.write("5 x\n")
+    with open(w("hyp3.txt"), "w") as f:
+        f.write("a b\nc d\ne f\n")
+    with open(w("ref2.txt"), "w") as f:
+        f.write("a b\nc d\n")
     with open(w("garbage.model"), "wb") as f:
         f.write(os.urandom(300))
     ok = subprocess.run([args.normlab, "bpe", "train", "--train", w("c"), "--src", "de", "--tgt", "en",
@@ -116,6 +120,12 @@ def main():
         (["bpe", "decode", "--model", model, "--input", w("ids_mixed.txt"), "--format", "ids"],
          "ids_mixed.txt:1: expected a token id, found 'x'"),
         (["bpe", "decode", "--model", model, "--format", "xml"], "--format must be auto, ids or pieces"),
+        (["bleu", "--ref", w("ref2.txt"), "--hyp", w("hyp3.txt")],
+         w("ref2.txt") + " has 2 lines but " + w("hyp3.txt") + " has 3"),
+        (["bleu", "--ref", w("ref2.txt"), "--hyp", w("missing.hyp")], w("missing.hyp")),
+        (["bleu", "--ref", w("missing.ref"), "--hyp", w("hyp3.txt")], w("missing.ref")),
+        (["bleu", "--ref", w("ref2.txt"), "--hyp", w("ref2.txt"), "--tokenize", "intl"], "--tokenize"),
+        (["bleu", "--ref", w("ref2.txt"), "--hyp", w("utf8.de")], "utf8.de:2: invalid UTF-8"),
     ]
     failures = 0
     for argv, expected in cases:
