@@ -6,6 +6,13 @@ import subprocess
 import sys
 
 
+def write_files(path, files):
+    """Writes each name -> content (str as UTF-8 text, bytes as they are) under path(name)."""
+    for name, content in files.items():
+        with open(path(name), "wb") as f:
+            f.write(content if isinstance(content, bytes) else content.encode("utf-8"))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--normlab", required=True)
@@ -14,26 +21,23 @@ def main():
     os.makedirs(args.workdir, exist_ok=True)
     w = lambda name: os.path.join(args.workdir, name)
 
-    with open(w("src.txt"), "w") as f:
-        f.write("5 6 7\n8 9\n")
-    with open(w("tgt.txt"), "w") as f:
-        f.write("7 8\n9 10 11\n")
-    with open(w("tgt_short.txt"), "w") as f:
-        f.write("7 8\n")
-    with open(w("tgt_bad.txt"), "w") as f:
-        f.write("7 8\n9 x 11\n")
-    with open(w("tgt_special.txt"), "w") as f:
-        f.write("7 8\n9 2 11\n")
-    with open(w("garbage.ckpt"), "wb") as f:
-        f.write(os.urandom(200))
+    write_files(w, {
+        "src.txt": "5 6 7\n8 9\n",
+        "tgt.txt": "7 8\n9 10 11\n",
+        "tgt_short.txt": "7 8\n",
+        "tgt_bad.txt": "7 8\n9 x 11\n",
+        "tgt_special.txt": "7 8\n9 2 11\n",
+        "garbage.ckpt": os.urandom(200),
+    })
     tiny = ["--d-model", "8", "--ffn-dim", "8", "--heads", "2", "--encoder-layers", "1",
             "--decoder-layers", "1", "--vocab-size", "20"]
     ok = subprocess.run([args.normlab, "init", *tiny, "--out", w("good.ckpt")], capture_output=True)
     assert ok.returncode == 0, ok.stderr.decode()
     with open(w("good.ckpt"), "rb") as f:
         data = f.read()
-    with open(w("truncated.ckpt"), "wb") as f:
-        f.write(data[: len(data) // 2])
+    write_files(w, {
+        "truncated.ckpt": data[: len(data) // 2],
+    })
     ok = subprocess.run([args.normlab, "export", "--checkpoint", w("good.ckpt"), "--out", w("weights.pt")],
                         capture_output=True)
     assert ok.returncode == 0, ok.stderr.decode()
@@ -47,24 +51,17 @@ def main():
         f.write("\n".join(lines_de) + "\n")
     with open(w("c.en"), "w", encoding="utf-8") as f:
         f.write("\n".join(lines_en) + "\n")
-    with open(w("short.de"), "w") as f:
-        f.write("ein Mann\nzwei\n")
-    with open(w("short.en"), "w") as f:
-        f.write("a man\n")
-    with open(w("utf8.de"), "wb") as f:
-        f.write(b"gut\nschlecht \xc3\x28\n")
-    with open(w("utf8.en"), "w") as f:
-        f.write("good\nbad\n")
-    with open(w("ids_big.txt"), "w") as f:
-        f.write("5 6\n99999\n")
-    with open(w("ids_mixed.txt"), "w") as f:
-        f.write("5 x\n")
-    with open(w("hyp3.txt"), "w") as f:
-        f.write("a b\nc d\ne f\n")
-    with open(w("ref2.txt"), "w") as f:
-        f.write("a b\nc d\n")
-    with open(w("garbage.model"), "wb") as f:
-        f.write(os.urandom(300))
+    write_files(w, {
+        "short.de": "ein Mann\nzwei\n",
+        "short.en": "a man\n",
+        "utf8.de": b"gut\nschlecht \xc3\x28\n",
+        "utf8.en": "good\nbad\n",
+        "ids_big.txt": "5 6\n99999\n",
+        "ids_mixed.txt": "5 x\n",
+        "hyp3.txt": "a b\nc d\ne f\n",
+        "ref2.txt": "a b\nc d\n",
+        "garbage.model": os.urandom(300),
+    })
     ok = subprocess.run([args.normlab, "bpe", "train", "--train", w("c"), "--src", "de", "--tgt", "en",
                          "--vocab-size", "40", "--out", w("bpe")], capture_output=True)
     assert ok.returncode == 0, ok.stderr.decode()
