@@ -18,6 +18,7 @@ class ModelOptions {
   // The resolved, validated configuration. Throws std::invalid_argument listing every problem.
   // With `vocab_from_data` the vocabulary sizes are left 0 for the caller to fill in.
   model::ModelConfig resolve(bool vocab_from_data = false) const;
+  const std::string& scheme_name() const { return scheme_; }  // --scheme as given
 
  private:
   std::string scheme_ = "post-ln";

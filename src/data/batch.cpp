@@ -42,4 +42,14 @@ Batch make_batch(const std::vector<Sentence>& src, const std::vector<Sentence>& 
   return batch;
 }
 
+Batch gather_batch(const std::vector<Sentence>& src, const std::vector<Sentence>& tgt,
+                   const std::vector<int64_t>& indices) {
+  std::vector<Sentence> s, t;
+  for (auto i : indices) {
+    s.push_back(src.at(static_cast<size_t>(i)));
+    t.push_back(tgt.at(static_cast<size_t>(i)));
+  }
+  return make_batch(s, t, 0, s.size());
+}
+
 }  // namespace normlab::data

@@ -20,5 +20,8 @@ struct Batch {
 // Sentences [begin, end) of `src` and `tgt` as one batch on the CPU.
 Batch make_batch(const std::vector<Sentence>& src, const std::vector<Sentence>& tgt, size_t begin,
                  size_t end);
+// The pairs `indices` (e.g. one batch of make_batches) as one batch, in that order.
+Batch gather_batch(const std::vector<Sentence>& src, const std::vector<Sentence>& tgt,
+                   const std::vector<int64_t>& indices);
 
 }  // namespace normlab::data

@@ -31,6 +31,17 @@ ResidualBlock::ResidualBlock(torch::nn::Module& owner, const std::string& norm_n
 
 torch::Tensor ResidualBlock::forward(const torch::Tensor& x, const SubLayer& f,
                                      bool training) {
+  auto out = combine(x, f, training);
+  if (observer_) observer_("output", out);
+  return out;
+}
+
+torch::Tensor ResidualBlock::normalize(const torch::Tensor& x) {
+  if (observer_) observer_("ln_input", x);
+  return norm_(x);
+}
+
+torch::Tensor ResidualBlock::combine(const torch::Tensor& x, const SubLayer& f, bool training) {
   auto branch = [&](const torch::Tensor& in) {
     auto y = f(in);
     if (scheme_.residual == ResidualForm::kReZero) y = y * rezero_alpha_;
@@ -38,7 +49,7 @@ torch::Tensor ResidualBlock::forward(const torch::Tensor& x, const SubLayer& f,
   };
   switch (scheme_.norm) {
     case NormPlacement::kPre:
-      return x + branch(norm_(x));
+      return x + branch(normalize(x));
     case NormPlacement::kNone:
       return x + branch(x);
     case NormPlacement::kPost:
@@ -58,7 +69,7 @@ torch::Tensor ResidualBlock::forward(const torch::Tensor& x, const SubLayer& f,
     const auto var = [](const torch::Tensor& t) { return t.detach().var(/*unbiased=*/false).item<double>(); };
     profile_->r = std::sqrt(var(residual) + var(y));
   }
-  return norm_(residual + y);
+  return normalize(residual + y);
 }
 
 }  // namespace normlab::model

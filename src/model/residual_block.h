@@ -24,6 +24,9 @@ struct AdminProfile {
 };
 
 using SubLayer = std::function<torch::Tensor(const torch::Tensor&)>;
+// Analysis hook (src/analysis): sees a block's LayerNorm input ("ln_input", before the norm)
+// and its output ("output"), both (B,T,C) and still in the autograd graph. Unset: no cost.
+using BlockObserver = std::function<void(const char* what, const torch::Tensor&)>;
 
 class ResidualBlock {
  public:
@@ -41,8 +44,12 @@ class ResidualBlock {
 
   const torch::nn::LayerNorm& norm() const { return norm_; }  // null when placement is none
   const torch::Tensor& omega() const { return omega_; }       // undefined unless admin
+  void set_observer(BlockObserver observer) { observer_ = std::move(observer); }
 
  private:
+  torch::Tensor combine(const torch::Tensor& x, const SubLayer& f, bool training);
+  torch::Tensor normalize(const torch::Tensor& x);  // norm_, shown to the observer
+
   SchemeSettings scheme_;
   double dropout_ = 0.0;
   torch::nn::LayerNorm norm_{nullptr};
@@ -50,6 +57,7 @@ class ResidualBlock {
   torch::Tensor rezero_alpha_;
   double deepnorm_alpha_ = 1.0;
   std::shared_ptr<AdminProfile> profile_;
+  BlockObserver observer_;
 };
 
 }  // namespace normlab::model

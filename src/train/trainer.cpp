@@ -115,12 +115,7 @@ Corpus load_corpus(const std::string& prefix, const TrainConfig& c, const data::
 }
 
 data::Batch gather(const Corpus& corpus, const std::vector<int64_t>& indices) {
-  std::vector<data::Sentence> src, tgt;
-  for (auto i : indices) {
-    src.push_back(corpus.src[i]);
-    tgt.push_back(corpus.tgt[i]);
-  }
-  return data::make_batch(src, tgt, 0, src.size());
+  return data::gather_batch(corpus.src, corpus.tgt, indices);
 }
 
 struct Sums {
@@ -192,6 +187,7 @@ std::vector<std::string> TrainConfig::problems() const {
   for (auto& p : batching.validate()) out.push_back(p);
   for (auto& p : optimizer.problems()) out.push_back(p);
   for (auto& p : schedule.problems()) out.push_back(p);
+  for (auto& p : trace.problems()) out.push_back(p);
   return out;
 }
 
@@ -225,7 +221,9 @@ void to_json(nlohmann::json& j, const TrainConfig& c) {
          {"save_interval", c.save_interval},
          {"save_interval_updates", c.save_interval_updates},
          {"keep_last", c.keep_last},
-         {"fail_on_divergence", c.fail_on_divergence}}}};
+         {"fail_on_divergence", c.fail_on_divergence},
+         {"trace_steps", c.trace.steps},
+         {"trace_params", c.trace.params}}}};
 }
 
 std::vector<std::string> incompatible_changes(const nlohmann::json& saved, const nlohmann::json& now) {
@@ -364,6 +362,11 @@ TrainResult train(const TrainConfig& c, const torch::Device& device) {
     for (size_t i = static_cast<size_t>(c.keep_last); i < numbered.size(); ++i) fs::remove(numbered[i]);
   };
 
+  // The first-steps trace: nothing exists, and nothing is done per step, when it is off.
+  std::unique_ptr<analysis::Tracer> tracer;
+  if (c.trace.steps > pos.update)
+    tracer = std::make_unique<analysis::Tracer>(c.trace, net, (run / "trace").string(), pos.update);
+
   TrainResult result;
   int64_t tokens_since_log = 0;
   const int64_t first_update = pos.update;
@@ -391,8 +394,11 @@ TrainResult train(const TrainConfig& c, const torch::Device& device) {
       // summed loss divided by the update's target tokens (fairseq).
       net->zero_grad();
       Sums update;
+      const bool tracing = tracer && tracer->active(pos.update + 1);
+      if (tracing) tracer->begin(pos.update + 1);
       for (int64_t k = 0; k < c.update_freq && pos.next_batch < n_batches; ++k, ++pos.next_batch) {
         auto b = gather(train_corpus, batches[pos.next_batch]);
+        if (tracing) tracer->batch(b.src, b.prev_output_tokens);
         auto logits = net->forward(b.src.to(device), b.prev_output_tokens.to(device));
         auto s = label_smoothed_nll(logits, b.target.to(device), c.label_smoothing, c.ls_formula, kPad);
         s.loss.backward();
@@ -413,7 +419,9 @@ TrainResult train(const TrainConfig& c, const torch::Device& device) {
       const double grad_norm = clip_grad_norm(net->parameters(), c.clip_norm);
       ++pos.update;
       const double lr = learning_rate(c.schedule, pos.update, pos.epoch);
-      optimizer.step(lr);
+      if (tracing) tracer->gradients();
+      optimizer.step(lr, tracing);
+      if (tracing) tracer->updates(optimizer.last_updates());
       window.loss += update.loss;
       window.nll += update.nll;
       window.tokens += update.tokens;

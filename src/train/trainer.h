@@ -15,6 +15,7 @@
 #include <c10/core/Device.h>
 #include <nlohmann/json_fwd.hpp>
 
+#include "analysis/trace.h"
 #include "data/batching.h"
 #include "data/vocab.h"
 #include "model/config.h"
@@ -55,6 +56,7 @@ struct TrainConfig {
   int64_t keep_last = 0;             // keep the N newest per-epoch/per-update checkpoints (0: all)
   uint64_t seed = 1;
   bool fail_on_divergence = false;   // exit non-zero when the loss becomes NaN or infinite
+  analysis::TraceConfig trace;       // --trace-steps/--trace-params: RUN_DIR/trace/ (docs/probe.md)
 
   // Every problem at once, naming the option.
   std::vector<std::string> problems() const;

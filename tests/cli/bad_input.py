@@ -77,6 +77,8 @@ def main():
                                        "--out", w("bpe_out"), *more]
     score = lambda ckpt, tgt="tgt.txt": ["score", "--checkpoint", w(ckpt), "--src-ids", w("src.txt"),
                                          "--tgt-ids", w(tgt)]
+    tiny_layers = tiny[:-2]  # sizes without --vocab-size
+    probe = lambda *more: ["probe", *tiny_layers, "--vocab-size", "40", "--out", w("probe"), *more]
     cases = [
         (["init", "--scheme", "post_ln", *tiny, "--out", w("x")], "unknown scheme 'post_ln'"),
         (["init", "--preset", "huge", *tiny, "--out", w("x")], "unknown preset 'huge'"),
@@ -123,6 +125,22 @@ def main():
         (["bleu", "--ref", w("missing.ref"), "--hyp", w("hyp3.txt")], w("missing.ref")),
         (["bleu", "--ref", w("ref2.txt"), "--hyp", w("ref2.txt"), "--tokenize", "intl"], "--tokenize"),
         (["bleu", "--ref", w("ref2.txt"), "--hyp", w("utf8.de")], "utf8.de:2: invalid UTF-8"),
+        (probe("--seeds", "0"), "--seeds must be >= 1, got 0"),
+        (probe("--schemes", "post-ln,post_ln"), "unknown scheme 'post_ln'"),
+        (probe("--analysis-setting", "--schemes", "admin"), "for post-ln and pre-ln only"),
+        (probe("--sweep", "--sweep-d", "5"), "--sweep-d: every width must be even and >= 4, got 5"),
+        (probe("--train", w("missing")), "cannot find " + w("missing.de")),
+        (probe("--train", w("c"), "--vocab", w("garbage.model")), "not a SentencePiece model"),
+        (probe("--train", w("c"), "--vocab", model, "--batches", "500"), "makes only"),
+        (probe("--vocab", model), "--vocab needs --train"),
+        (probe()[:-2], "--out is required"),
+        (["perturb", *tiny_layers, "--out", w("p"), "--delta", "gauss"], "--delta: unknown value 'gauss'"),
+        (["perturb", *tiny_layers, "--out", w("p"), "--depths", "2,0"], "--depths: every depth must be >= 1, got 0"),
+        (["train", "--train", w("c"), "--valid", w("c"), "--vocab-size", "40", *tiny_layers, "--max-steps", "1",
+          "--out", w("t"), "--trace-steps", "1", "--trace-params", "encoder.nope"],
+         "--trace-params: no parameter 'encoder.nope'"),
+        (["train", "--train", w("c"), "--valid", w("c"), "--max-steps", "1", "--out", w("t2"),
+          "--trace-steps", "-1"], "--trace-steps must be >= 0, got -1"),
     ]
     failures = 0
     for argv, expected in cases:

@@ -1,0 +1,46 @@
+// `normlab perturb`: output change against depth under a small change of every weight matrix
+// (Liu et al. 2020; docs/probe.md).
+#include "analysis/perturb.h"
+#include "commands.h"
+#include "input_options.h"
+#include "model_options.h"
+
+namespace normlab::app {
+
+Runner add_perturb_command(CLI::App& app, const GlobalOptions&) {
+  auto* cmd = app.add_subcommand("perturb", "output change under a small weight change, against depth (Liu et al. 2020)");
+  struct Options {
+    analysis::PerturbConfig config;
+    ModelOptions model;
+    std::string delta = "sign";
+  };
+  auto o = std::make_shared<Options>();
+  auto& c = o->config;
+  o->model.add_to(*cmd, /*vocab_options=*/false);
+  add_input_options(*cmd, c.inputs);
+  const std::string g = "Perturb";
+  auto* schemes = cmd->add_option("--schemes", c.schemes, "schemes, comma-separated (default: --scheme)")
+                      ->delimiter(',')->group(g);
+  cmd->add_option("--depths", c.depths, "encoder = decoder layers, comma-separated")->delimiter(',')
+      ->capture_default_str()->group(g);
+  cmd->add_option("--delta", o->delta, "sign: -scale*sign(N(0,1)); adam: one Adam step")
+      ->capture_default_str()->group(g);
+  cmd->add_option("--scale", c.scale, "size of the sign perturbation")->capture_default_str()->group(g);
+  cmd->add_option("--lr", c.lr, "learning rate of the Adam step")->capture_default_str()->group(g);
+  cmd->add_option("--label-smoothing", c.label_smoothing, "eps of the Adam step's loss")
+      ->capture_default_str()->group(g);
+  cmd->add_option("--seeds", c.seeds, "fresh initialisations")->capture_default_str()->group(g);
+  cmd->add_option("--batches", c.batches, "batches the outputs are compared on")->capture_default_str()->group(g);
+  cmd->add_option("--seed", c.seed, "first seed")->capture_default_str()->group(g);
+  cmd->add_option("--out", c.out, "output folder")->group(g);
+  return [o, schemes] {
+    auto& c = o->config;
+    c.model = o->model.resolve(/*vocab_from_data=*/true);
+    if (schemes->count() == 0) c.schemes = {o->model.scheme_name()};
+    c.delta = analysis::parse_delta_kind(o->delta);
+    c.inputs.max_positions = c.model.max_positions;
+    analysis::run_perturb(c);
+  };
+}
+
+}  // namespace normlab::app

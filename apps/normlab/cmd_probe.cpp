@@ -1,0 +1,52 @@
+// `normlab probe`: gradients, hidden-state norms and LayerNorm Jacobians at initialisation;
+// `--sweep`: Theorem 1's last-layer gradient against depth and width (docs/probe.md).
+#include "analysis/probe.h"
+#include "commands.h"
+#include "input_options.h"
+#include "model_options.h"
+
+namespace normlab::app {
+
+Runner add_probe_command(CLI::App& app, const GlobalOptions&) {
+  auto* cmd = app.add_subcommand("probe", "gradient and hidden-state norms at initialisation (Xiong et al. 2020)");
+  struct Options {
+    analysis::ProbeConfig config;
+    ModelOptions model;
+    bool no_dropout = false;
+  };
+  auto o = std::make_shared<Options>();
+  auto& c = o->config;
+  o->model.add_to(*cmd, /*vocab_options=*/false);
+  add_input_options(*cmd, c.inputs);
+  const std::string g = "Probe";
+  auto* schemes = cmd->add_option("--schemes", c.schemes, "schemes to probe, comma-separated (default: --scheme)")
+                      ->delimiter(',')->group(g);
+  cmd->add_flag("--analysis-setting", c.analysis_setting,
+                "Xiong §3.3: one head, F=C, W^Q=W^K=0, Gaussian inputs, encoder stack only")->group(g);
+  cmd->add_option("--seeds", c.seeds, "fresh initialisations")->capture_default_str()->group(g);
+  cmd->add_option("--batches", c.batches, "mini-batches per initialisation")->capture_default_str()->group(g);
+  cmd->add_option("--seed", c.seed, "first seed")->capture_default_str()->group(g);
+  cmd->add_flag("--no-dropout", o->no_dropout, "evaluation-mode forward (default: dropout on, as in training)")
+      ->group(g);
+  cmd->add_option("--label-smoothing", c.label_smoothing, "eps of the loss")->capture_default_str()->group(g);
+  cmd->add_option("--power-iterations", c.power_iterations, "LayerNorm Jacobian: power iterations")
+      ->capture_default_str()->group(g);
+  cmd->add_option("--jacobian-tokens", c.jacobian_tokens, "LayerNorm Jacobian: tokens per LayerNorm")
+      ->capture_default_str()->group(g);
+  cmd->add_option("--out", c.out, "output folder")->group(g);
+  cmd->add_flag("--sweep", c.sweep, "Theorem 1: last FFN weight's gradient norm against L and C")->group(g);
+  cmd->add_option("--sweep-layers", c.sweep_layers, "depths, at C = --d-model")->delimiter(',')
+      ->capture_default_str()->group(g);
+  cmd->add_option("--sweep-d", c.sweep_d, "widths, at L = --encoder-layers")->delimiter(',')
+      ->capture_default_str()->group(g);
+  return [o, schemes] {
+    auto& c = o->config;
+    c.model = o->model.resolve(/*vocab_from_data=*/true);
+    if (schemes->count() == 0) c.schemes = {o->model.scheme_name()};
+    c.dropout = !o->no_dropout;
+    c.inputs.max_positions = c.model.max_positions;
+    analysis::run_probe(c);
+  };
+}
+
+}  // namespace normlab::app

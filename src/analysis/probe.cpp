@@ -1,0 +1,458 @@
+#include "analysis/probe.h"
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <limits>
+#include <map>
+#include <sstream>
+#include <tuple>
+
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include "analysis/ln_jacobian.h"
+#include "analysis/sites.h"
+#include "core/file_io.h"
+#include "core/problems.h"
+#include "core/tokens.h"
+#include "model/init.h"
+#include "model/seq2seq.h"
+#include "train/loss.h"
+
+namespace normlab::analysis {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using Key = std::tuple<std::string, int64_t, std::string>;  // stack, layer, name
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// Values per key and seed, keys in first-seen order.
+class SeedTable {
+ public:
+  void add(const Key& k, std::vector<double> columns) {
+    auto [it, fresh] = index_.emplace(k, rows_.size());
+    if (fresh) rows_.push_back({k, {}});
+    rows_[it->second].second.push_back(std::move(columns));
+  }
+  // Each key with the mean and the sample standard deviation of every column over seeds.
+  template <typename F>
+  void for_each(F&& f) const {
+    for (const auto& [key, seeds] : rows_) {
+      std::vector<double> mean, sd;
+      for (size_t j = 0; j < seeds.front().size(); ++j) {
+        std::vector<double> column;
+        for (const auto& s : seeds) column.push_back(s[j]);
+        const auto [m, d] = mean_and_sd(column);
+        mean.push_back(m);
+        sd.push_back(d);
+      }
+      f(key, mean, sd);
+    }
+  }
+
+ private:
+  std::map<Key, size_t> index_;
+  std::vector<std::pair<Key, std::vector<std::vector<double>>>> rows_;
+};
+
+// One mini-batch: token ids, or (analysis setting) Gaussian inputs x0 (B,T,C) and targets.
+struct ProbeBatch {
+  data::Batch tokens;
+  torch::Tensor x0, target;
+};
+
+model::ModelConfig scheme_config(const ProbeConfig& c, const std::string& scheme, int64_t vocab) {
+  auto m = c.model;
+  m.scheme = model::scheme_by_name(scheme);
+  m.src_vocab_size = m.tgt_vocab_size = vocab;
+  if (c.analysis_setting || c.sweep) {
+    m.heads = 1;
+    m.ffn_dim = m.d_model;
+    m.dropout = m.attention_dropout = m.activation_dropout = 0.0;
+    m.decoder_layers = 1;  // unused: the encoder stack alone is the model
+  }
+  return m;
+}
+
+// Xiong §3.3: Xavier normal N(0, 2/(n_in+n_out)) for every matrix (W^V too: no fused gain),
+// W^Q = W^K = 0, zero biases. Embeddings (W^emb of the softmax) keep initialize()'s N(0, 1/C).
+void analysis_init(model::Seq2Seq& net) {
+  torch::NoGradGuard no_grad;
+  auto normal = [](torch::nn::Linear& l) {
+    const auto fan = static_cast<double>(l->weight.size(0) + l->weight.size(1));
+    l->weight.normal_(0.0, std::sqrt(2.0 / fan));
+    l->bias.zero_();
+  };
+  for (const auto& m : *net->encoder->layers) {
+    auto* l = m->as<model::EncoderLayerImpl>();
+    for (auto* lin : {&l->self_attn->q_proj, &l->self_attn->k_proj, &l->self_attn->v_proj,
+                      &l->self_attn->out_proj, &l->fc1, &l->fc2})
+      normal(*lin);
+    l->self_attn->q_proj->weight.zero_();
+    l->self_attn->k_proj->weight.zero_();
+  }
+}
+
+std::vector<ProbeBatch> make_probe_batches(const ProbeConfig& c, const BatchSource& source,
+                                           uint64_t seed) {
+  std::vector<ProbeBatch> out;
+  if (!(c.analysis_setting || c.sweep)) {
+    for (auto& b : source.batches(seed, c.batches)) out.push_back({std::move(b), {}, {}});
+    return out;
+  }
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  const auto& in = c.inputs;
+  for (int64_t i = 0; i < c.batches; ++i) {
+    ProbeBatch b;
+    b.x0 = torch::randn({in.sentences, in.length, c.model.d_model}, gen, torch::kFloat32);
+    b.target = torch::randint(kNumSpecialTokens, source.vocab_size(), {in.sentences, in.length}, gen, torch::kInt64);
+    out.push_back(std::move(b));
+  }
+  return out;
+}
+
+// Mean loss per target token of one batch (the gradient the trainer steps with).
+torch::Tensor batch_loss(model::Seq2Seq& net, const ProbeBatch& b, double eps) {
+  if (b.x0.defined()) {
+    auto& enc = net->encoder;
+    auto mask = torch::zeros({b.x0.size(0), b.x0.size(1)}, torch::kBool);  // no padding
+    auto x = b.x0;  // (B,T,C)
+    for (const auto& layer : *enc->layers) x = layer->as<model::EncoderLayerImpl>()->forward(x, mask);
+    if (enc->layer_norm) x = enc->layer_norm(x);
+    auto logits = torch::linear(x, enc->embed_tokens->weight);  // (B,T,V)
+    auto s = train::label_smoothed_nll(logits, b.target, 0.0, train::LabelSmoothingFormula::kUniform, kPad);
+    return s.loss / static_cast<double>(s.tokens);
+  }
+  auto logits = net->forward(b.tokens.src, b.tokens.prev_output_tokens);
+  auto s = train::label_smoothed_nll(logits, b.tokens.target, eps, train::LabelSmoothingFormula::kUniform, kPad);
+  return s.loss / static_cast<double>(s.tokens);
+}
+
+model::Seq2Seq fresh_model(const ProbeConfig& c, const model::ModelConfig& m, uint64_t seed,
+                           const ProbeBatch& first) {
+  model::Seq2Seq net(m);
+  model::ProfileBatch profile;
+  if (!first.x0.defined()) profile = {first.tokens.src, first.tokens.prev_output_tokens};
+  model::initialize(net, seed, first.x0.defined() ? nullptr : &profile);
+  if (c.analysis_setting || c.sweep) analysis_init(net);
+  if (c.dropout && !(c.analysis_setting || c.sweep)) net->train(); else net->eval();
+  return net;
+}
+
+// What the block observers gather during one initialisation.
+struct Observed {
+  torch::Tensor enc_w, dec_w;  // (B,T) token weights of the current batch
+  bool jacobian = false;       // on the first batch only
+  int64_t jacobian_tokens = 0, iterations = 0;
+  std::map<Key, std::pair<double, double>> hidden;  // sum of ||x||^2/C, tokens
+  std::vector<Key> hidden_order;
+  std::vector<std::pair<Key, std::vector<double>>> ln;  // input_norm, jacobian_norm, sqrt_d_over_norm
+
+  void add_square_norms(const Key& k, const torch::Tensor& x, const torch::Tensor& w) {
+    auto sq = x.detach().to(torch::kFloat64).pow(2).sum(-1) / static_cast<double>(x.size(-1));  // (B,T)
+    auto [it, fresh] = hidden.emplace(k, std::make_pair(0.0, 0.0));
+    if (fresh) hidden_order.push_back(k);
+    it->second.first += (sq * w).sum().item<double>();
+    it->second.second += w.sum().item<double>();
+  }
+  void add_jacobian(const Key& k, torch::nn::LayerNorm norm, const torch::Tensor& x, const torch::Tensor& w) {
+    auto rows = real_rows(x.detach(), w);
+    rows = rows.slice(0, 0, std::min<int64_t>(rows.size(0), jacobian_tokens));
+    ln.push_back({k,
+                  {rows.to(torch::kFloat64).norm(2, {1}).mean().item<double>(),
+                   layer_norm_jacobian_norms(norm, rows, iterations).mean().item<double>(),
+                   sqrt_d_over_centered_norm(rows).mean().item<double>()}});
+  }
+};
+
+void install_observers(model::Seq2Seq& net, Observed& obs) {
+  const auto placement = net->config().scheme.norm;
+  for (const auto& site : block_sites(net)) {
+    const bool enc = site.stack == "encoder";
+    torch::nn::LayerNorm final_norm = enc ? net->encoder->layer_norm : net->decoder->layer_norm;
+    torch::nn::LayerNorm norm = site.block->norm();
+    site.block->set_observer([&obs, site, enc, placement, final_norm, norm](const char* what,
+                                                                          const torch::Tensor& x) {
+      const auto& w = enc ? obs.enc_w : obs.dec_w;
+      if (std::string(what) == "ln_input") {
+        obs.add_square_norms({site.stack, site.layer, site.ln + "_input"}, x, w);
+        // Lemma 2, Post-LN: x^{post,5}_l, the input of the layer's last LayerNorm.
+        if (placement == model::NormPlacement::kPost && site.ffn)
+          obs.add_square_norms({site.stack, site.layer, "x_post5"}, x, w);
+        if (obs.jacobian) obs.add_jacobian({site.stack, site.layer, site.ln}, norm, x, w);
+      } else if (placement == model::NormPlacement::kPre && site.ffn) {
+        // Lemma 2, Pre-LN: x^{pre}_{l+1}, the residual stream after layer l (0-based).
+        obs.add_square_norms({site.stack, site.layer, "x_pre"}, x, w);
+        if (site.last && obs.jacobian) obs.add_jacobian({site.stack, -1, "layer_norm"}, final_norm, x, w);
+      }
+    });
+  }
+}
+
+// Xiong Lemma 2 in units of C, for layer index `layer` (0-based): {value, lower, upper}.
+std::array<double, 3> lemma2(const std::string& quantity, const std::string& stack, int64_t layer) {
+  if (quantity == "x_post5") return {1.5, 1.5, 1.5};
+  if (quantity == "x_pre" && stack == "encoder") {
+    const double l = static_cast<double>(layer + 1);
+    return {kNaN, 1.0 + l / 2.0, 1.0 + 1.5 * l};
+  }
+  return {kNaN, kNaN, kNaN};
+}
+
+struct SchemeTables {
+  SeedTable grads, hidden, ln;
+};
+
+SchemeTables probe_scheme(const ProbeConfig& c, const std::string& scheme, const BatchSource& source) {
+  SchemeTables t;
+  const auto m = scheme_config(c, scheme, source.vocab_size());
+  for (int64_t s = 0; s < c.seeds; ++s) {
+    const uint64_t seed = c.seed + static_cast<uint64_t>(s);
+    const auto batches = make_probe_batches(c, source, seed);
+    auto net = fresh_model(c, m, seed, batches.front());
+    Observed obs;
+    obs.jacobian_tokens = c.jacobian_tokens;
+    obs.iterations = c.power_iterations;
+    install_observers(net, obs);
+    std::vector<std::pair<std::string, torch::Tensor>> params;
+    for (const auto& p : net->named_parameters()) params.emplace_back(p.key(), p.value());
+    std::map<std::string, torch::Tensor> grad_sum;
+    std::map<std::string, double> norm_sum;
+    for (size_t b = 0; b < batches.size(); ++b) {
+      const auto& batch = batches[b];
+      if (batch.x0.defined()) {
+        obs.enc_w = torch::ones({batch.x0.size(0), batch.x0.size(1)}, torch::kFloat64);
+      } else {
+        obs.enc_w = token_weights(batch.tokens.src);
+        obs.dec_w = token_weights(batch.tokens.prev_output_tokens);
+      }
+      obs.jacobian = b == 0;
+      net->zero_grad();
+      batch_loss(net, batch, c.label_smoothing).backward();
+      for (const auto& [name, p] : params) {
+        if (!p.grad().defined()) continue;
+        auto g = p.grad().to(torch::kFloat64);
+        norm_sum[name] += g.norm().item<double>();
+        auto [it, fresh] = grad_sum.emplace(name, g.clone());
+        if (!fresh) it->second += g;
+      }
+    }
+    clear_observers(net);
+    const double n = static_cast<double>(batches.size());
+    for (const auto& [name, p] : params) {
+      auto it = grad_sum.find(name);
+      if (it == grad_sum.end()) continue;
+      const auto site = param_site(name);
+      // Xiong §3.3: ||E_batches[dL/dW]||_F, and E_batches ||dL/dW||_F beside it.
+      t.grads.add({site.stack, site.layer, name}, {(it->second / n).norm().item<double>(), norm_sum[name] / n});
+    }
+    for (const auto& k : obs.hidden_order) {
+      const auto& [sum, count] = obs.hidden.at(k);
+      t.hidden.add(k, {sum / count});
+    }
+    for (const auto& [k, v] : obs.ln) t.ln.add(k, v);
+    std::cerr << "  " << scheme << ": seed " << seed << " done (" << s + 1 << "/" << c.seeds << ")\n";
+  }
+  return t;
+}
+
+void write_probe(const ProbeConfig& c, const nlohmann::json& config_json, const BatchSource& source) {
+  std::ostringstream grads, hidden, ln;
+  grads << "scheme,stack,layer,param,expected_grad_norm_mean,expected_grad_norm_std,mean_grad_norm_mean,"
+           "mean_grad_norm_std\n";
+  hidden << "scheme,stack,layer,quantity,value_mean,value_std,lemma_value,lemma_lower,lemma_upper\n";
+  ln << "scheme,stack,layer,ln,input_norm,jacobian_norm,sqrt_d_over_norm\n";
+  nlohmann::json summary = nlohmann::json::object();
+  for (const auto& scheme : c.schemes) {
+    const auto start = Clock::now();
+    std::cerr << "normlab probe: " << scheme << "\n";
+    const auto t = probe_scheme(c, scheme, source);
+    nlohmann::json s;
+    std::map<std::pair<std::string, int64_t>, std::array<double, 2>> ffn;  // fc1, fc2 expected
+    t.grads.for_each([&](const Key& k, const std::vector<double>& mean, const std::vector<double>& sd) {
+      const auto& [stack, layer, name] = k;
+      grads << scheme << "," << stack << "," << layer << "," << name << "," << csv_number(mean[0]) << "," << csv_number(sd[0])
+            << "," << csv_number(mean[1]) << "," << csv_number(sd[1]) << "\n";
+      const bool fc1 = name.find(".fc1.weight") != std::string::npos, fc2 = name.find(".fc2.weight") != std::string::npos;
+      if (fc1 || fc2) {
+        ffn[{stack, layer}][fc1 ? 0 : 1] = mean[0];
+        s["fig3_expected_grad_norm"][stack][fc1 ? "fc1.weight" : "fc2.weight"].push_back(mean[0]);
+      }
+    });
+    std::map<std::pair<std::string, int64_t>, std::array<double, 4>> lemma;  // value, lemma, lo, hi
+    t.hidden.for_each([&](const Key& k, const std::vector<double>& mean, const std::vector<double>& sd) {
+      const auto& [stack, layer, quantity] = k;
+      const auto l = lemma2(quantity, stack, layer);
+      hidden << scheme << "," << stack << "," << layer << "," << quantity << "," << csv_number(mean[0]) << ","
+             << csv_number(sd[0]) << "," << csv_number(l[0]) << "," << csv_number(l[1]) << "," << csv_number(l[2]) << "\n";
+      if (quantity == "x_post5" || quantity == "x_pre") {
+        lemma[{stack, layer}] = {mean[0], l[0], l[1], l[2]};
+        s["lemma2"][stack][quantity].push_back(mean[0]);
+      }
+    });
+    t.ln.for_each([&](const Key& k, const std::vector<double>& mean, const std::vector<double>&) {
+      const auto& [stack, layer, name] = k;
+      ln << scheme << "," << stack << "," << layer << "," << name << "," << csv_number(mean[0]) << "," << csv_number(mean[1])
+         << "," << csv_number(mean[2]) << "\n";
+    });
+    s["wall_s"] = std::chrono::duration<double>(Clock::now() - start).count();
+    summary[scheme] = s;
+    // The Fig. 3 / Lemma 2 table on stderr.
+    std::fprintf(stderr, "%-8s %5s %14s %14s %12s %16s\n", "stack", "layer", "E-grad fc1", "E-grad fc2",
+                 "E||x||^2/C", "Lemma 2");
+    for (const auto& [where, f] : ffn) {
+      const auto it = lemma.find(where);
+      std::string bound = "";
+      double value = kNaN;
+      if (it != lemma.end()) {
+        value = it->second[0];
+        if (!std::isnan(it->second[1])) bound = csv_number(it->second[1]);
+        else if (!std::isnan(it->second[2])) bound = "[" + csv_number(it->second[2]) + ", " + csv_number(it->second[3]) + "]";
+      }
+      std::fprintf(stderr, "%-8s %5lld %14.6g %14.6g %12.5g %16s\n", where.first.c_str(),
+                   static_cast<long long>(where.second), f[0], f[1], value, bound.c_str());
+    }
+  }
+  const std::filesystem::path out(c.out);
+  std::filesystem::create_directories(out);
+  core::write_file_atomic((out / "grad_norms.csv").string(), grads.str());
+  core::write_file_atomic((out / "hidden_norms.csv").string(), hidden.str());
+  core::write_file_atomic((out / "ln_jacobian.csv").string(), ln.str());
+  nlohmann::json j = {{"config", config_json}, {"vocab_size", source.vocab_size()}, {"schemes", summary}};
+  core::write_file_atomic((out / "probe.json").string(), j.dump(2) + "\n");
+}
+
+// Theorem 1: ||dL/dW^{2,L}||_F of the last FFN weight against L and C.
+void write_sweep(const ProbeConfig& c, const nlohmann::json& config_json, const BatchSource& source) {
+  std::ostringstream csv;
+  csv << "scheme,layers,d_model,seed,grad_norm\n";
+  nlohmann::json slopes = nlohmann::json::object();
+  const int64_t d0 = c.model.d_model, l0 = c.model.encoder_layers;
+  std::vector<std::pair<int64_t, int64_t>> points;  // (L, C)
+  for (auto l : c.sweep_layers) points.push_back({l, d0});
+  for (auto d : c.sweep_d)
+    if (std::find(points.begin(), points.end(), std::make_pair(l0, d)) == points.end()) points.push_back({l0, d});
+  for (const auto& scheme : c.schemes) {
+    std::vector<double> lx, ly, dx, dy;
+    for (const auto& [layers, d] : points) {
+      auto pc = c;
+      pc.model.encoder_layers = layers;
+      pc.model.d_model = d;
+      const auto m = scheme_config(pc, scheme, source.vocab_size());
+      const std::string name = "encoder.layers." + std::to_string(layers - 1) + ".fc2.weight";
+      for (int64_t s = 0; s < c.seeds; ++s) {
+        const uint64_t seed = c.seed + static_cast<uint64_t>(s);
+        const auto batches = make_probe_batches(pc, source, seed);
+        auto net = fresh_model(pc, m, seed, batches.front());
+        auto w = net->named_parameters()[name];
+        double sum = 0.0;
+        for (const auto& b : batches) {
+          net->zero_grad();
+          batch_loss(net, b, 0.0).backward();
+          sum += w.grad().to(torch::kFloat64).norm().item<double>();
+        }
+        const double g = sum / static_cast<double>(batches.size());
+        csv << scheme << "," << layers << "," << d << "," << seed << "," << csv_number(g) << "\n";
+        if (d == d0) lx.push_back(static_cast<double>(layers)), ly.push_back(g);
+        if (layers == l0) dx.push_back(static_cast<double>(d)), dy.push_back(g);
+      }
+      std::cerr << "  " << scheme << ": L=" << layers << " C=" << d << " done\n";
+    }
+    // Theorem 1: Post-LN O(C sqrt(ln C)), independent of L; Pre-LN O(C sqrt(ln C / L)).
+    std::vector<double> theory_d;
+    for (auto d : dx) theory_d.push_back(d * std::sqrt(std::log(d)));
+    const bool pre = model::scheme_by_name(scheme).norm == model::NormPlacement::kPre;
+    slopes[scheme] = {{"slope_layers", lx.size() > 1 ? log_log_slope(lx, ly) : kNaN},
+                      {"slope_d", dx.size() > 1 ? log_log_slope(dx, dy) : kNaN},
+                      {"theory_slope_layers", pre ? -0.5 : 0.0},
+                      {"theory_slope_d", dx.size() > 1 ? log_log_slope(dx, theory_d) : kNaN},
+                      {"d_model_of_layer_sweep", d0},
+                      {"layers_of_d_sweep", l0}};
+    std::fprintf(stderr, "%s: slope vs L %.3f (theory %.1f), slope vs C %.3f (theory %.3f)\n", scheme.c_str(),
+                 slopes[scheme]["slope_layers"].get<double>(), pre ? -0.5 : 0.0,
+                 slopes[scheme]["slope_d"].get<double>(), slopes[scheme]["theory_slope_d"].get<double>());
+  }
+  const std::filesystem::path out(c.out);
+  std::filesystem::create_directories(out);
+  core::write_file_atomic((out / "sweep.csv").string(), csv.str());
+  core::write_file_atomic((out / "sweep.json").string(), slopes.dump(2) + "\n");
+  nlohmann::json j = {{"config", config_json}, {"sweep", slopes}};
+  core::write_file_atomic((out / "probe.json").string(), j.dump(2) + "\n");
+}
+
+}  // namespace
+
+std::vector<std::string> ProbeConfig::problems() const {
+  std::vector<std::string> p;
+  if (out.empty()) p.push_back("--out is required");
+  if (schemes.empty()) p.push_back("--schemes is empty");
+  for (const auto& s : schemes) {
+    try {
+      const auto settings = model::scheme_by_name(s);
+      if ((analysis_setting || sweep) && (settings.norm == model::NormPlacement::kNone ||
+                                          settings.residual != model::ResidualForm::kPlain))
+        p.push_back("--schemes " + s + ": the analysis setting (and --sweep) is Xiong's, for post-ln and pre-ln only");
+    } catch (const std::invalid_argument& e) {
+      p.push_back(e.what());
+    }
+  }
+  if (seeds < 1) p.push_back("--seeds must be >= 1, got " + std::to_string(seeds));
+  if (batches < 1) p.push_back("--batches must be >= 1, got " + std::to_string(batches));
+  if (power_iterations < 1) p.push_back("--power-iterations must be >= 1");
+  if (jacobian_tokens < 1) p.push_back("--jacobian-tokens must be >= 1");
+  if (!(label_smoothing >= 0 && label_smoothing < 1)) p.push_back("--label-smoothing must be in [0, 1)");
+  if (sweep) {
+    if (sweep_layers.empty() && sweep_d.empty()) p.push_back("--sweep needs --sweep-layers or --sweep-d");
+    for (auto l : sweep_layers)
+      if (l < 1) p.push_back("--sweep-layers: every depth must be >= 1, got " + std::to_string(l));
+    for (auto d : sweep_d)
+      if (d < 4 || d % 2) p.push_back("--sweep-d: every width must be even and >= 4, got " + std::to_string(d));
+  }
+  if ((analysis_setting || sweep) && !inputs.train_prefix.empty())
+    p.push_back("--train: the analysis setting (and --sweep) feeds Gaussian inputs, not a corpus");
+  for (auto& q : inputs.problems()) p.push_back(q);
+  return p;
+}
+
+double log_log_slope(const std::vector<double>& x, const std::vector<double>& y) {
+  const auto n = static_cast<double>(x.size());
+  double sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double a = std::log(x[i]), b = std::log(y[i]);
+    sx += a, sy += b, sxx += a * a, sxy += a * b;
+  }
+  return (n * sxy - sx * sy) / (n * sxx - sx * sx);
+}
+
+void run_probe(const ProbeConfig& c) {
+  core::throw_if_problems(c.problems());
+  nlohmann::json config_json = {{"schemes", c.schemes},
+                                {"model", c.model},
+                                {"train", c.inputs.train_prefix},
+                                {"vocab", c.inputs.vocab_path},
+                                {"vocab_size", c.inputs.vocab_size},
+                                {"max_tokens", c.inputs.batching.max_tokens},
+                                {"sentences", c.inputs.sentences},
+                                {"length", c.inputs.length},
+                                {"analysis_setting", c.analysis_setting},
+                                {"seeds", c.seeds},
+                                {"batches", c.batches},
+                                {"seed", c.seed},
+                                {"dropout", c.dropout},
+                                {"label_smoothing", c.label_smoothing},
+                                {"power_iterations", c.power_iterations},
+                                {"jacobian_tokens", c.jacobian_tokens},
+                                {"sweep", c.sweep},
+                                {"sweep_layers", c.sweep_layers},
+                                {"sweep_d", c.sweep_d}};
+  const BatchSource source(c.inputs, c.out);
+  if (c.sweep) write_sweep(c, config_json, source);
+  else write_probe(c, config_json, source);
+}
+
+}  // namespace normlab::analysis

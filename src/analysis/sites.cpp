@@ -1,0 +1,70 @@
+#include "analysis/sites.h"
+
+#include <cmath>
+#include <cstdio>
+
+#include <torch/torch.h>
+
+#include "core/tokens.h"
+
+namespace normlab::analysis {
+
+std::vector<BlockSite> block_sites(model::Seq2Seq& net) {
+  std::vector<BlockSite> out;
+  const auto& enc = *net->encoder->layers;
+  for (size_t i = 0; i < enc.size(); ++i) {
+    auto* l = enc[i]->as<model::EncoderLayerImpl>();
+    const auto n = static_cast<int64_t>(i);
+    out.push_back({"encoder", n, "self_attn_layer_norm", &l->self_attn_block, false, false});
+    out.push_back({"encoder", n, "final_layer_norm", &l->ffn_block, true, i + 1 == enc.size()});
+  }
+  const auto& dec = *net->decoder->layers;
+  for (size_t i = 0; i < dec.size(); ++i) {
+    auto* l = dec[i]->as<model::DecoderLayerImpl>();
+    const auto n = static_cast<int64_t>(i);
+    out.push_back({"decoder", n, "self_attn_layer_norm", &l->self_attn_block, false, false});
+    out.push_back({"decoder", n, "encoder_attn_layer_norm", &l->encoder_attn_block, false, false});
+    out.push_back({"decoder", n, "final_layer_norm", &l->ffn_block, true, i + 1 == dec.size()});
+  }
+  return out;
+}
+
+void clear_observers(model::Seq2Seq& net) {
+  for (auto& s : block_sites(net)) s.block->set_observer(nullptr);
+}
+
+ParamSite param_site(const std::string& name) {
+  if (name.find("embed_tokens") != std::string::npos || name.find("output_projection") != std::string::npos)
+    return {"embedding", -1};
+  const auto dot = name.find('.');
+  const std::string stack = name.substr(0, dot);
+  const std::string layers = stack + ".layers.";
+  if (name.rfind(layers, 0) != 0) return {stack, -1};
+  return {stack, std::stoll(name.substr(layers.size()))};
+}
+
+torch::Tensor token_weights(const torch::Tensor& tokens) {
+  return tokens.ne(kPad).to(torch::kFloat64);
+}
+
+torch::Tensor real_rows(const torch::Tensor& x, const torch::Tensor& weights) {
+  return x.reshape({-1, x.size(-1)}).index({weights.reshape({-1}).to(x.device()).gt(0)});
+}
+
+std::pair<double, double> mean_and_sd(const std::vector<double>& values) {
+  const auto n = static_cast<double>(values.size());
+  double mean = 0.0, ss = 0.0;
+  for (double v : values) mean += v / n;
+  for (double v : values) ss += (v - mean) * (v - mean);
+  return {mean, values.size() > 1 ? std::sqrt(ss / (n - 1.0)) : 0.0};
+}
+
+std::string csv_number(double v) {
+  if (std::isnan(v)) return "";
+  if (std::isinf(v)) return v < 0 ? "-inf" : "inf";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
+}
+
+}  // namespace normlab::analysis

@@ -1,0 +1,150 @@
+#include "analysis/trace.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <torch/torch.h>
+
+#include "analysis/sites.h"
+#include "core/file_io.h"
+#include "core/problems.h"
+
+namespace normlab::analysis {
+namespace {
+
+constexpr const char* kHistogramHeader = "step,param,kind,bin_lo,bin_hi,count\n";
+constexpr const char* kLnHeader = "step,stack,layer,ln,mean_input_norm\n";
+
+// Rows of FILE (without its header) whose step, the first field, is at most `last`.
+std::string kept_rows(const std::filesystem::path& file, int64_t last) {
+  std::ifstream in(file);
+  std::string kept, line;
+  std::getline(in, line);  // header
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    try {
+      if (std::stoll(line.substr(0, line.find(','))) <= last) kept += line + "\n";
+    } catch (const std::exception&) {  // a line cut short: dropped
+    }
+  }
+  return kept;
+}
+
+}  // namespace
+
+std::vector<std::string> TraceConfig::problems() const {
+  std::vector<std::string> p;
+  if (steps < 0) p.push_back("--trace-steps must be >= 0, got " + std::to_string(steps));
+  if (steps > 0 && params.empty()) p.push_back("--trace-params is empty");
+  if (!(log10_hi > log10_lo) || bins_per_decade < 1) p.push_back("trace bins: need log10_hi > log10_lo, bins >= 1");
+  return p;
+}
+
+LogHistogram log_histogram(const torch::Tensor& values, const TraceConfig& c) {
+  const int64_t n = static_cast<int64_t>(std::llround((c.log10_hi - c.log10_lo) * c.bins_per_decade));
+  LogHistogram h;
+  h.counts.assign(static_cast<size_t>(n), 0);
+  auto a = values.detach().to(torch::kCPU, torch::kFloat64).abs().reshape({-1});
+  const auto finite = torch::isfinite(a);
+  h.zeros = a.eq(0).sum().item<int64_t>();
+  auto nonzero = a.index({finite & a.gt(0)});
+  h.overflow = a.numel() - finite.sum().item<int64_t>();
+  // k = floor((log10|v| - lo) * b): below 0 underflow, at or above n overflow.
+  auto k = torch::floor((torch::log10(nonzero) - c.log10_lo) * static_cast<double>(c.bins_per_decade)).to(torch::kInt64);
+  h.underflow = k.lt(0).sum().item<int64_t>();
+  h.overflow += k.ge(n).sum().item<int64_t>();
+  auto inside = k.index({k.ge(0) & k.lt(n)});
+  auto counts = torch::bincount(inside, {}, n);
+  auto acc = counts.accessor<int64_t, 1>();
+  for (int64_t i = 0; i < n; ++i) h.counts[static_cast<size_t>(i)] = acc[i];
+  return h;
+}
+
+std::string histogram_rows(const LogHistogram& h, const TraceConfig& c, const std::string& prefix) {
+  const double inf = std::numeric_limits<double>::infinity(), width = 1.0 / static_cast<double>(c.bins_per_decade);
+  std::ostringstream s;
+  auto row = [&](double lo, double hi, int64_t count) {
+    if (count > 0) s << prefix << "," << csv_number(lo) << "," << csv_number(hi) << "," << count << "\n";
+  };
+  row(-inf, -inf, h.zeros);
+  row(-inf, c.log10_lo, h.underflow);
+  for (size_t k = 0; k < h.counts.size(); ++k)
+    row(c.log10_lo + static_cast<double>(k) * width, c.log10_lo + static_cast<double>(k + 1) * width, h.counts[k]);
+  row(c.log10_hi, inf, h.overflow);
+  return s.str();
+}
+
+Tracer::Tracer(const TraceConfig& config, model::Seq2Seq net, const std::string& dir, int64_t done_steps)
+    : config_(config), net_(std::move(net)), dir_(dir) {
+  core::throw_if_problems(config_.problems());
+  const auto named = net_->named_parameters();
+  for (const auto& name : config_.params) {
+    const auto* p = named.find(name);
+    if (!p) throw std::invalid_argument("--trace-params: no parameter '" + name + "' (names as in `normlab export`)");
+    params_[name] = *p;
+  }
+  std::filesystem::create_directories(dir_);
+  histogram_csv_ = kept_rows(std::filesystem::path(dir_) / "histograms.csv", done_steps);
+  ln_csv_ = kept_rows(std::filesystem::path(dir_) / "ln_inputs.csv", done_steps);
+}
+
+void Tracer::begin(int64_t step) {
+  step_ = step;
+  norms_.clear();
+  for (const auto& site : block_sites(net_)) {
+    const bool enc = site.stack == "encoder";
+    const std::string key = site.stack + "," + std::to_string(site.layer) + "," + site.ln;
+    const std::string final_key = site.stack + ",-1,layer_norm";  // Pre-LN's last LayerNorm
+    const bool has_final = site.last && (enc ? net_->encoder->layer_norm : net_->decoder->layer_norm);
+    site.block->set_observer([this, enc, key, final_key, has_final](const char* what, const torch::Tensor& x) {
+      const bool ln_input = std::string(what) == "ln_input";
+      if (!ln_input && !has_final) return;
+      const auto& w = enc ? enc_w_ : dec_w_;
+      const auto& name = ln_input ? key : final_key;
+      auto it = std::find_if(norms_.begin(), norms_.end(), [&](const auto& e) { return e.first == name; });
+      if (it == norms_.end()) it = norms_.insert(norms_.end(), {name, Norms{}});
+      auto norms = x.detach().to(torch::kFloat64).norm(2, {-1});  // (B,T)
+      it->second.sum += (norms * w.to(norms.device())).sum().item<double>();
+      it->second.tokens += w.sum().item<double>();
+    });
+  }
+}
+
+void Tracer::batch(const torch::Tensor& src, const torch::Tensor& prev_output_tokens) {
+  enc_w_ = token_weights(src);
+  dec_w_ = token_weights(prev_output_tokens);
+}
+
+void Tracer::gradients() {
+  for (const auto& [name, p] : params_) {
+    if (!p.grad().defined()) continue;
+    histogram_csv_ += histogram_rows(log_histogram(p.grad(), config_), config_,
+                                     std::to_string(step_) + "," + name + ",grad");
+  }
+}
+
+void Tracer::updates(const std::map<std::string, torch::Tensor>& made) {
+  clear_observers(net_);
+  for (const auto& [name, p] : params_) {
+    const auto it = made.find(name);
+    if (it == made.end()) continue;
+    histogram_csv_ += histogram_rows(log_histogram(it->second, config_), config_,
+                                     std::to_string(step_) + "," + name + ",update");
+  }
+  for (const auto& [key, n] : norms_)
+    ln_csv_ += std::to_string(step_) + "," + key + "," + csv_number(n.sum / n.tokens) + "\n";
+  write();
+}
+
+void Tracer::write() const {
+  const std::filesystem::path dir(dir_);
+  core::write_file_atomic((dir / "histograms.csv").string(), kHistogramHeader + histogram_csv_);
+  core::write_file_atomic((dir / "ln_inputs.csv").string(), kLnHeader + ln_csv_);
+}
+
+}  // namespace normlab::analysis

@@ -1,0 +1,241 @@
+// normlab probe against independent computations: Xiong et al.'s Lemma 2 (and a mean-field
+// recursion of the analysis setting), central finite differences, a second way to average
+// gradients, and byte-identical files for identical seeds.
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "analysis/probe.h"
+#include "core/tokens.h"
+#include "model/init.h"
+#include "model/seq2seq.h"
+#include "train/loss.h"
+#include "../model/tiny_model.h"
+
+namespace normlab::analysis {
+namespace {
+
+std::string temp_dir(const std::string& name) {
+  auto p = std::filesystem::temp_directory_path() / ("normlab_probe_test_" + name);
+  std::filesystem::remove_all(p);
+  return p.string();
+}
+
+std::string read(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// CSV rows as column-name -> field maps.
+std::vector<std::map<std::string, std::string>> read_csv(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  auto split = [](const std::string& l) {
+    std::vector<std::string> out;
+    std::stringstream s(l);
+    for (std::string f; std::getline(s, f, ',');) out.push_back(f);
+    if (!l.empty() && l.back() == ',') out.push_back("");
+    return out;
+  };
+  const auto header = split(line);
+  std::vector<std::map<std::string, std::string>> rows;
+  while (std::getline(in, line)) {
+    const auto fields = split(line);
+    std::map<std::string, std::string> row;
+    for (size_t i = 0; i < header.size(); ++i) row[header[i]] = i < fields.size() ? fields[i] : "";
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+// Pre-LN in the analysis setting, by a mean-field recursion over q = E||x_i||^2 and
+// c = E[x_i . x_j] (i != j, same sentence of n tokens), in units of C: attention adds the
+// common vector mean_j LN(x_j) W^V W^O, of squared norm 1/n + (1-1/n) rho; the FFN adds 1/2 to
+// q and kappa(rho) to c, kappa the ReLU (arc-cosine) kernel. Returns q after layers 1..L.
+std::vector<double> pre_ln_mean_field(int64_t layers, int64_t n) {
+  const double pi = std::acos(-1.0);
+  auto kappa = [&](double r) { return (std::sqrt(1 - r * r) + (pi - std::acos(r)) * r) / (2 * pi); };
+  double q = 1.0, c = 0.0;
+  std::vector<double> out;
+  for (int64_t l = 0; l < layers; ++l) {
+    const double a = 1.0 / n + (1.0 - 1.0 / n) * c / q;
+    q += a, c += a;
+    const double r = c / q;
+    q += 0.5, c += kappa(r);
+    out.push_back(q);
+  }
+  return out;
+}
+
+ProbeConfig analysis_config(const std::string& out) {
+  ProbeConfig c;
+  c.model = test::tiny_config("post-ln");
+  c.model.d_model = 512;
+  c.model.encoder_layers = 6;
+  c.analysis_setting = true;
+  c.inputs.vocab_size = 1000;
+  c.inputs.sentences = 4;
+  c.inputs.length = 32;
+  c.seeds = 2;
+  c.batches = 2;
+  c.jacobian_tokens = 16;
+  c.out = out;
+  return c;
+}
+
+TEST(Probe, Lemma2AtD512InTheAnalysisSetting) {
+  auto c = analysis_config(temp_dir("lemma2"));
+  run_probe(c);
+  const auto field = pre_ln_mean_field(6, c.inputs.length);
+  int post = 0, pre = 0;
+  for (const auto& r : read_csv(c.out + "/hidden_norms.csv")) {
+    const double v = std::stod(r.at("value_mean"));
+    const int64_t layer = std::stoll(r.at("layer"));
+    if (r.at("quantity") == "x_post5") {
+      ++post;
+      EXPECT_NEAR(v, 1.5, 0.15) << "Post-LN layer " << layer;  // Lemma 2: E||x^{post,5}||^2 = 1.5 d
+    }
+    if (r.at("quantity") == "x_pre") {
+      ++pre;
+      const double l = static_cast<double>(layer + 1);
+      EXPECT_GE(v, 0.9 * (1 + l / 2)) << "Pre-LN layer " << layer;  // Lemma 2's bounds
+      EXPECT_LE(v, 1.1 * (1 + 1.5 * l)) << "Pre-LN layer " << layer;
+      EXPECT_NEAR(v, field[static_cast<size_t>(layer)], 0.1 * field[static_cast<size_t>(layer)]) << "layer " << layer;
+      EXPECT_EQ(std::stod(r.at("lemma_lower")), 1 + l / 2);
+    }
+  }
+  EXPECT_EQ(post, 6);
+  EXPECT_EQ(pre, 6);
+  // The Jacobian's spectral norm is sqrt(d)/||y|| for gamma = 1 (Xiong eq. 26).
+  for (const auto& r : read_csv(c.out + "/ln_jacobian.csv"))
+    EXPECT_NEAR(std::stod(r.at("jacobian_norm")), std::stod(r.at("sqrt_d_over_norm")),
+                1e-3 * std::stod(r.at("sqrt_d_over_norm"))) << r.at("scheme") << " " << r.at("ln");
+}
+
+// A tiny model on random tokens, dropout off: the gradient norms the probe writes against
+// central differences of the loss in float64.
+ProbeConfig tiny_probe(const std::string& out, int64_t batches) {
+  ProbeConfig c;
+  c.model = test::tiny_config("post-ln");
+  c.schemes = {"post-ln", "pre-ln"};
+  c.inputs.vocab_size = 30;
+  c.inputs.sentences = 3;
+  c.inputs.length = 5;
+  c.seeds = 1;
+  c.batches = batches;
+  c.dropout = false;
+  c.out = out;
+  return c;
+}
+
+model::Seq2Seq tiny_model(const ProbeConfig& c, const std::string& scheme, const data::Batch& first) {
+  auto m = c.model;
+  m.scheme = model::scheme_by_name(scheme);
+  model::Seq2Seq net(m);
+  model::ProfileBatch profile{first.src, first.prev_output_tokens};
+  model::initialize(net, c.seed, &profile);
+  net->eval();
+  return net;
+}
+
+double mean_token_loss(model::Seq2Seq& net, const data::Batch& b, double eps) {
+  auto s = train::label_smoothed_nll(net->forward(b.src, b.prev_output_tokens), b.target, eps,
+                                     train::LabelSmoothingFormula::kUniform, kPad);
+  return (s.loss / static_cast<double>(s.tokens)).item<double>();
+}
+
+TEST(Probe, GradientNormsMatchCentralDifferences) {
+  auto c = tiny_probe(temp_dir("fd"), 1);
+  run_probe(c);
+  const BatchSource source(c.inputs, c.out);
+  const auto batch = source.batches(c.seed, 1).front();
+  std::map<std::string, double> probed;
+  for (const auto& r : read_csv(c.out + "/grad_norms.csv"))
+    probed[r.at("scheme") + " " + r.at("param")] = std::stod(r.at("expected_grad_norm_mean"));
+  for (const std::string scheme : {"post-ln", "pre-ln"}) {
+    auto net = tiny_model(c, scheme, batch);
+    net->to(torch::kFloat64);
+    torch::NoGradGuard no_grad;
+    for (const std::string name : {"encoder.layers.0.fc1.weight", "decoder.layers.1.fc2.weight",
+                                   "decoder.layers.0.encoder_attn.q_proj.weight"}) {
+      auto w = net->named_parameters()[name];
+      auto flat = w.view({-1});
+      double sq = 0.0;
+      const double h = 1e-6;
+      for (int64_t i = 0; i < flat.numel(); ++i) {
+        const double keep = flat[i].item<double>();
+        flat[i] = keep + h;
+        const double up = mean_token_loss(net, batch, c.label_smoothing);
+        flat[i] = keep - h;
+        const double down = mean_token_loss(net, batch, c.label_smoothing);
+        flat[i] = keep;
+        sq += std::pow((up - down) / (2 * h), 2);
+      }
+      const double fd = std::sqrt(sq);
+      ASSERT_TRUE(probed.count(scheme + " " + name)) << name;
+      EXPECT_NEAR(probed[scheme + " " + name], fd, 1e-4 * fd + 1e-9) << scheme << " " << name;
+    }
+  }
+}
+
+TEST(Probe, ExpectedGradientIsTheGradientOfTheAveragedLoss) {
+  auto c = tiny_probe(temp_dir("avg"), 3);
+  run_probe(c);
+  const BatchSource source(c.inputs, c.out);
+  const auto batches = source.batches(c.seed, 3);
+  auto net = tiny_model(c, "post-ln", batches.front());
+  // One backward of (1/B) sum_b loss_b: its gradient is E_batches[dL/dW].
+  torch::Tensor total = torch::zeros({});
+  for (const auto& b : batches) {
+    auto s = train::label_smoothed_nll(net->forward(b.src, b.prev_output_tokens), b.target, c.label_smoothing,
+                                       train::LabelSmoothingFormula::kUniform, kPad);
+    total = total + s.loss / static_cast<double>(s.tokens);
+  }
+  (total / 3.0).backward();
+  int checked = 0;
+  for (const auto& r : read_csv(c.out + "/grad_norms.csv")) {
+    if (r.at("scheme") != "post-ln") continue;
+    auto g = net->named_parameters()[r.at("param")].grad();
+    const double expected = g.norm().item<double>();
+    EXPECT_NEAR(std::stod(r.at("expected_grad_norm_mean")), expected, 1e-5 * expected + 1e-12) << r.at("param");
+    // ||E g|| <= E ||g|| (triangle inequality).
+    EXPECT_LE(std::stod(r.at("expected_grad_norm_mean")), std::stod(r.at("mean_grad_norm_mean")) * (1 + 1e-6));
+    ++checked;
+  }
+  EXPECT_EQ(checked, static_cast<int>(net->named_parameters().size()));
+}
+
+TEST(Probe, IdenticalSeedsGiveIdenticalFiles) {
+  auto a = tiny_probe(temp_dir("same_a"), 2);
+  auto b = tiny_probe(temp_dir("same_b"), 2);
+  a.dropout = b.dropout = true;  // dropout's draws must repeat too
+  a.seeds = b.seeds = 2;
+  run_probe(a);
+  run_probe(b);
+  for (const char* f : {"/grad_norms.csv", "/hidden_norms.csv", "/ln_jacobian.csv"}) {
+    EXPECT_FALSE(read(a.out + f).empty()) << f;
+    EXPECT_EQ(read(a.out + f), read(b.out + f)) << f;
+  }
+  auto other = tiny_probe(temp_dir("same_c"), 2);
+  other.seeds = 2;
+  other.dropout = true;
+  other.seed = 5;
+  run_probe(other);
+  EXPECT_NE(read(a.out + "/grad_norms.csv"), read(other.out + "/grad_norms.csv"));
+}
+
+TEST(Probe, SweepSlopesOfAPowerLaw) {
+  EXPECT_NEAR(log_log_slope({1, 2, 4, 8}, {3, 3 / std::sqrt(2.0), 1.5, 3 / std::sqrt(8.0)}), -0.5, 1e-12);
+  EXPECT_NEAR(log_log_slope({64, 128, 512}, {7, 7, 7}), 0.0, 1e-12);
+}
+
+}  // namespace
+}  // namespace normlab::analysis
