@@ -8,6 +8,7 @@
 
 #include "analysis/perturb.h"
 #include "../model/tiny_model.h"
+#include "one_thread.h"
 
 namespace normlab::analysis {
 namespace {
@@ -39,6 +40,7 @@ std::vector<double> changes(double scale, const std::string& name) {
 }
 
 TEST(Perturb, ChangeIsQuadraticInTheScale) {
+  const test::OneThread one_thread;
   const auto small = changes(1e-4, "small"), big = changes(2e-4, "big");
   ASSERT_EQ(small.size(), 16u);  // 2 schemes x 2 depths x 2 seeds, encoder and decoder
   for (size_t i = 0; i < small.size(); ++i) {

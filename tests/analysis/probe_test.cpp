@@ -16,6 +16,7 @@
 #include "model/seq2seq.h"
 #include "train/loss.h"
 #include "../model/tiny_model.h"
+#include "one_thread.h"
 
 namespace normlab::analysis {
 namespace {
@@ -92,6 +93,7 @@ ProbeConfig analysis_config(const std::string& out) {
 }
 
 TEST(Probe, Lemma2AtD512InTheAnalysisSetting) {
+  const test::OneThread one_thread;
   auto c = analysis_config(temp_dir("lemma2"));
   run_probe(c);
   const auto field = pre_ln_mean_field(6, c.inputs.length);
@@ -153,6 +155,7 @@ double mean_token_loss(model::Seq2Seq& net, const data::Batch& b, double eps) {
 }
 
 TEST(Probe, GradientNormsMatchCentralDifferences) {
+  const test::OneThread one_thread;
   auto c = tiny_probe(temp_dir("fd"), 1);
   run_probe(c);
   const BatchSource source(c.inputs, c.out);
@@ -160,12 +163,15 @@ TEST(Probe, GradientNormsMatchCentralDifferences) {
   std::map<std::string, double> probed;
   for (const auto& r : read_csv(c.out + "/grad_norms.csv"))
     probed[r.at("scheme") + " " + r.at("param")] = std::stod(r.at("expected_grad_norm_mean"));
-  for (const std::string scheme : {"post-ln", "pre-ln"}) {
+  // One matrix per scheme and stack keeps it to ~1000 forward passes.
+  const std::map<std::string, std::vector<std::string>> checked = {
+      {"post-ln", {"encoder.layers.0.self_attn.v_proj.weight", "decoder.layers.1.encoder_attn.q_proj.weight"}},
+      {"pre-ln", {"encoder.layers.1.self_attn.out_proj.weight", "decoder.layers.0.fc1.bias"}}};
+  for (const auto& [scheme, names] : checked) {
     auto net = tiny_model(c, scheme, batch);
     net->to(torch::kFloat64);
     torch::NoGradGuard no_grad;
-    for (const std::string name : {"encoder.layers.0.fc1.weight", "decoder.layers.1.fc2.weight",
-                                   "decoder.layers.0.encoder_attn.q_proj.weight"}) {
+    for (const auto& name : names) {
       auto w = net->named_parameters()[name];
       auto flat = w.view({-1});
       double sq = 0.0;
@@ -187,6 +193,7 @@ TEST(Probe, GradientNormsMatchCentralDifferences) {
 }
 
 TEST(Probe, ExpectedGradientIsTheGradientOfTheAveragedLoss) {
+  const test::OneThread one_thread;
   auto c = tiny_probe(temp_dir("avg"), 3);
   run_probe(c);
   const BatchSource source(c.inputs, c.out);
@@ -205,7 +212,8 @@ TEST(Probe, ExpectedGradientIsTheGradientOfTheAveragedLoss) {
     if (r.at("scheme") != "post-ln") continue;
     auto g = net->named_parameters()[r.at("param")].grad();
     const double expected = g.norm().item<double>();
-    EXPECT_NEAR(std::stod(r.at("expected_grad_norm_mean")), expected, 1e-5 * expected + 1e-12) << r.at("param");
+    // Absolute 1e-7: the key biases' true gradient is 0 (softmax ignores a shift), float32 leaves ~1e-9.
+    EXPECT_NEAR(std::stod(r.at("expected_grad_norm_mean")), expected, 1e-5 * expected + 1e-7) << r.at("param");
     // ||E g|| <= E ||g|| (triangle inequality).
     EXPECT_LE(std::stod(r.at("expected_grad_norm_mean")), std::stod(r.at("mean_grad_norm_mean")) * (1 + 1e-6));
     ++checked;
@@ -214,6 +222,7 @@ TEST(Probe, ExpectedGradientIsTheGradientOfTheAveragedLoss) {
 }
 
 TEST(Probe, IdenticalSeedsGiveIdenticalFiles) {
+  const test::OneThread one_thread;
   auto a = tiny_probe(temp_dir("same_a"), 2);
   auto b = tiny_probe(temp_dir("same_b"), 2);
   a.dropout = b.dropout = true;  // dropout's draws must repeat too
@@ -233,6 +242,7 @@ TEST(Probe, IdenticalSeedsGiveIdenticalFiles) {
 }
 
 TEST(Probe, SweepSlopesOfAPowerLaw) {
+  const test::OneThread one_thread;
   EXPECT_NEAR(log_log_slope({1, 2, 4, 8}, {3, 3 / std::sqrt(2.0), 1.5, 3 / std::sqrt(8.0)}), -0.5, 1e-12);
   EXPECT_NEAR(log_log_slope({64, 128, 512}, {7, 7, 7}), 0.0, 1e-12);
 }

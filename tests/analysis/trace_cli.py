@@ -2,7 +2,8 @@
 """normlab train --trace-steps on real data (Multi30k val, a tiny model): the update histogram
 of step 2 against numpy counting of the difference of the checkpoints saved after updates 1
 and 2; every histogram's counts sum to the parameter's element count; one LayerNorm-input row
-per LayerNorm and step; a resumed run keeps the earlier rows; no trace folder when off."""
+per LayerNorm and step; a resumed run keeps the earlier rows; no trace folder when off; an
+unknown traced parameter and (probe) too few batches in the corpus end with exit code 2."""
 import argparse
 import csv
 import os
@@ -85,6 +86,17 @@ def main():
     off = os.path.join(args.workdir, "off")
     r = subprocess.run(base + ["--max-steps", "1", "--out", off], capture_output=True, text=True, timeout=120)
     check(r.returncode == 0 and not os.path.exists(os.path.join(off, "trace")), "trace folder without --trace-steps")
+    # Errors found after the progress lines began: exit 2, the last line names the problem.
+    late = [(base + ["--max-steps", "1", "--out", os.path.join(args.workdir, "bad"), "--trace-steps", "1",
+                     "--trace-params", "encoder.nope"], "--trace-params: no parameter 'encoder.nope'"),
+            ([args.normlab, "probe", "--d-model", "16", "--ffn-dim", "16", "--heads", "2", "--encoder-layers", "1",
+              "--decoder-layers", "1", "--train", prefix, "--vocab", os.path.join(run_dir, "vocab", "spm.model"),
+              "--batches", "500", "--out", os.path.join(args.workdir, "probe"), "--threads", "1"], "makes only")]
+    for argv, expected in late:
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+        last = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else ""
+        check(r.returncode == 2 and expected in last and last.startswith("normlab: error:"),
+              f"{' '.join(argv[1:3])}: rc={r.returncode} last line {last!r}")
     for f in failures:
         print("FAIL", f)
     print(f"{'ok' if not failures else 'FAILED'}")
