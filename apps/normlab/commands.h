@@ -31,5 +31,7 @@ Runner add_score_command(CLI::App& app, const GlobalOptions& global);
 Runner add_bpe_command(CLI::App& app, const GlobalOptions& global);
 Runner add_train_command(CLI::App& app, const GlobalOptions& global);
 Runner add_bleu_command(CLI::App& app, const GlobalOptions& global);
+Runner add_translate_command(CLI::App& app, const GlobalOptions& global);
+Runner add_evaluate_command(CLI::App& app, const GlobalOptions& global);
 
 }  // namespace normlab::app
