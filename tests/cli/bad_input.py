@@ -139,7 +139,7 @@ def main():
         (translate()[:-2] + ["--input", w("tgt_bad.txt")], "tgt_bad.txt:2: expected non-negative integer"),
         (translate()[:-2] + ["--input", w("ids_big.txt")], "ids_big.txt:2: id 99999 is outside the vocabulary"),
         (["translate", "--checkpoint", w("good.ckpt"), "--input", w("c.de")],
-         "holds no vocabulary and " + os.path.join(args.workdir, "vocab", "spm.model") + " does not exist"),
+         "holds no vocabulary and " + os.path.join(os.path.dirname(os.path.abspath(args.workdir)), "vocab", "spm.model") + " does not exist"),
         (["translate", "--checkpoint", w("good.ckpt"), "--vocab", model, "--input", w("c.de")],
          "the vocabulary has 40 pieces but " + w("good.ckpt") + " was built for 20"),
         (["translate", "--checkpoint", w("good40.ckpt"), "--vocab", model, "--input", w("utf8.de")],
