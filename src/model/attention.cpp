@@ -52,8 +52,12 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& query,
                                               const torch::Tensor& key_padding_mask,
                                               bool causal) {
   const double scale = 1.0 / std::sqrt(static_cast<double>(query.size(2) / heads_));
-  return attend(split_heads(q_proj(query) * scale), split_heads(k_proj(key_value)),
-                split_heads(v_proj(key_value)), key_padding_mask, causal);
+  // q, k, v in this order (not as call arguments, whose order C++ leaves open): the autograd
+  // graph's order decides the order of gradient sums, hence their rounding.
+  auto q = split_heads(q_proj(query) * scale);
+  auto k = split_heads(k_proj(key_value));
+  auto v = split_heads(v_proj(key_value));
+  return attend(q, k, v, key_padding_mask, causal);
 }
 
 torch::Tensor MultiheadAttentionImpl::forward_step(const torch::Tensor& query,
@@ -68,7 +72,8 @@ torch::Tensor MultiheadAttentionImpl::forward_step(const torch::Tensor& query,
   }
   // The query is the newest position: every cached key is at or before it, so no causal mask.
   const double scale = 1.0 / std::sqrt(static_cast<double>(query.size(2) / heads_));
-  return attend(split_heads(q_proj(query) * scale), cache.k, cache.v, key_padding_mask, false);
+  auto q = split_heads(q_proj(query) * scale);
+  return attend(q, cache.k, cache.v, key_padding_mask, false);
 }
 
 }  // namespace normlab::model
