@@ -13,6 +13,8 @@ compared with normlab's (they must agree but for float ties).
 
 --lengths L1,L2,...: decode time at forced output lengths (min_len = max_len = L, so every
 hypothesis has exactly L tokens) for the linear-growth check; time per output token is printed.
+--no-cache-lengths L1,...: the peer once more without its cache (the whole prefix through the
+decoder every step), the cost incremental decoding avoids.
 """
 import argparse
 import json
@@ -81,9 +83,10 @@ def reorder_cache(cache, index, enc_index):
 
 
 @torch.no_grad()
-def peer_beam_search(model, peer, src, beam, lenpen, max_len_a, max_len_b, min_len, max_positions):
+def peer_beam_search(model, peer, src, beam, lenpen, max_len_a, max_len_b, min_len, max_positions,
+                     no_cache=False):
     """fairseq's SequenceGenerator loop on one batch src (B,S). Returns the best hypothesis
-    (token list) per row."""
+    (token list) per row. `no_cache`: recompute the prefix every step instead."""
     bsz = src.size(0)
     src_blocked = ref.key_padding(src, PAD)
     enc_out = model.encoder(src, src_blocked)
@@ -102,7 +105,10 @@ def peer_beam_search(model, peer, src, beam, lenpen, max_len_a, max_len_b, min_l
     cache = {}
     cand_size = 2 * beam
     for step in range(longest + 1):
-        lprobs = peer.step(tokens[:, step:step + 1], step, enc_out, src_blocked, cache)
+        if no_cache:  # the whole prefix through the full decoder, every step (for comparison)
+            lprobs = torch.log_softmax(model.decoder(tokens[:, :step + 1], enc_out, src_blocked)[:, -1], dim=-1)
+        else:
+            lprobs = peer.step(tokens[:, step:step + 1], step, enc_out, src_blocked, cache)
         lprobs[lprobs != lprobs] = -math.inf
         lprobs[:, [BOS, PAD, UNK]] = -math.inf
         force = torch.tensor([step >= max_len[s] for s in active]).repeat_interleave(beam)
@@ -188,7 +194,7 @@ def peer_main(args):
         for r, i in enumerate(batch):
             src[r, :len(sources[i]) + 1] = torch.tensor(sources[i] + [EOS])
         hyps = peer_beam_search(model, peer, src, args.beam, args.lenpen, 0.0, args.max_len_b, args.min_len,
-                                config["model"]["max_positions"])
+                                config["model"]["max_positions"], args.no_cache)
         for i, h in zip(batch, hyps):
             out[i] = h
     secs = time.perf_counter() - t0
@@ -224,7 +230,10 @@ def main():
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--sentences", type=int, default=0, help="first N lines only (0: all)")
     ap.add_argument("--lengths", default="", help="forced output lengths for the linear-growth check")
+    ap.add_argument("--no-cache-lengths", default="",
+                    help="also time the peer without its cache (prefix recomputed every step) at these forced lengths")
     ap.add_argument("--peer", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--no-cache", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--weights", help=argparse.SUPPRESS)
     ap.add_argument("--ids", help=argparse.SUPPRESS)
     ap.add_argument("--hyp-out", help=argparse.SUPPRESS)
@@ -247,7 +256,7 @@ def main():
     print(f"{n} sentences, {args.threads} thread(s), {platform.processor() or platform.machine()}, "
           f"torch {torch.__version__}, load {os.getloadavg()[0]:.2f}", flush=True)
 
-    def one(side, beam, min_len, max_len_b):
+    def one(side, beam, min_len, max_len_b, no_cache=False):
         hyp = os.path.join(tmp, f"{side}.hyp")
         if side == "normlab":
             r = run([args.normlab, "translate", "--checkpoint", args.checkpoint, "--ids", "--input", ids,
@@ -258,7 +267,7 @@ def main():
             r = run([sys.executable, __file__, "--peer", "--normlab", "-", "--checkpoint", "-", "--vocab", "-",
                      "--input", "-", "--weights", weights, "--ids", ids, "--hyp-out", hyp, "--beam", beam,
                      "--lenpen", args.lenpen, "--max-len-b", max_len_b, "--min-len", min_len,
-                     "--max-tokens", args.max_tokens, "--threads", args.threads])
+                     "--max-tokens", args.max_tokens, "--threads", args.threads] + (["--no-cache"] if no_cache else []))
             secs = json.loads(r.stdout.splitlines()[-1])["seconds"]
         with open(hyp) as f:
             return secs, f.read().splitlines()
@@ -288,6 +297,11 @@ def main():
             print(f"forced length {length}, beam {beam}: normlab {med['normlab']:.2f} s = "
                   f"{1e3 * med['normlab'] / tokens:.3f} ms per output token; peer {med['peer']:.2f} s = "
                   f"{1e3 * med['peer'] / tokens:.3f} ms per output token; identical {same}/{n}", flush=True)
+    for length in [int(x) for x in args.no_cache_lengths.split(",") if x]:
+        for beam in [int(b) for b in args.beams.split(",") if b]:
+            secs, _ = one("peer", beam, length, length, no_cache=True)
+            print(f"forced length {length}, beam {beam}, peer WITHOUT cache: {secs:.2f} s = "
+                  f"{1e3 * secs / (n * (length + 1)):.3f} ms per output token", flush=True)
     print(f"load after: {os.getloadavg()[0]:.2f}")
 
 
