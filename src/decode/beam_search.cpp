@@ -177,7 +177,8 @@ std::vector<std::vector<Hypothesis>> beam_search(model::Seq2Seq& model, const to
     tokens.select(1, step + 1).copy_(cand_indices.gather(1, active_hypos).view(-1));
     scores = scores.index_select(0, new_rows);
     scores.select(1, step).copy_(cand_scores.gather(1, active_hypos).view(-1));
-    cache.reorder((active_beams + old_offsets).view(-1), encoder_index);
+    // Greedy keeps every row in place unless sentences left: then the copy is skipped.
+    if (beam > 1 || encoder_index.defined()) cache.reorder((active_beams + old_offsets).view(-1), encoder_index);
   }
 
   for (auto& hyps : finalized) {
