@@ -17,9 +17,6 @@
 namespace normlab::app {
 namespace {
 
-// The sacreBLEU release whose computation normlab reproduces; emitted in the signatures.
-constexpr const char* kSacrebleuVersion = "2.6.0";
-
 struct BleuCommandOptions {
   std::vector<std::string> refs;  // one file per reference set
   std::string hyp;                // empty: standard input
@@ -92,7 +89,7 @@ Runner add_bleu_command(CLI::App& app, const GlobalOptions& /*global*/) {
 
     if (o->sentence) {
       bo.effective_order = true;
-      const auto sig = metrics::bleu_signature(nrefs, bo, kSacrebleuVersion);
+      const auto sig = metrics::bleu_signature(nrefs, bo, metrics::kSacrebleuVersion);
       for (size_t i = 0; i < hyps.size(); ++i) {
         std::vector<std::vector<std::u32string>> one_refs;
         for (auto& r : refs) one_refs.push_back({r[i]});
@@ -106,12 +103,12 @@ Runner add_bleu_command(CLI::App& app, const GlobalOptions& /*global*/) {
     }
 
     const auto s = metrics::corpus_bleu(hyps, refs, bo);
-    const auto sig = metrics::bleu_signature(nrefs, bo, kSacrebleuVersion);
+    const auto sig = metrics::bleu_signature(nrefs, bo, metrics::kSacrebleuVersion);
     metrics::ChrfOptions co;
     co.word_order = o->chrf_word_order;
     co.lowercase = o->lowercase;
     const double chrf = o->chrf ? metrics::corpus_chrf(hyps, refs, co) : 0.0;
-    const auto chrf_sig = metrics::chrf_signature(nrefs, co, kSacrebleuVersion);
+    const auto chrf_sig = metrics::chrf_signature(nrefs, co, metrics::kSacrebleuVersion);
     if (o->json) {
       nlohmann::json j = {{"bleu", s.score},     {"signature", sig}, {"precisions", s.precisions},
                           {"bp", s.bp},          {"sys_len", s.sys_len}, {"ref_len", s.ref_len}};

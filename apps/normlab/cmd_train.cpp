@@ -3,6 +3,7 @@
 
 #include "commands.h"
 #include "core/runtime.h"
+#include "decode_options.h"
 #include "model_options.h"
 #include "train/trainer.h"
 
@@ -14,7 +15,7 @@ Runner add_train_command(CLI::App& app, const GlobalOptions& global) {
     train::TrainConfig config;
     ModelOptions model;
     std::string optimizer = "adamw", betas = "0.9,0.98", radam_fallback = "skip";
-    std::string schedule = "inverse-sqrt", ls_formula = "uniform";
+    std::string schedule = "inverse-sqrt", ls_formula = "uniform", best_metric = "loss";
   };
   auto o = std::make_shared<Options>();
   auto& c = o->config;
@@ -90,6 +91,13 @@ Runner add_train_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--trace-params", c.trace.params, "parameters to trace, comma-separated")
       ->delimiter(',')->capture_default_str()->group(lim);
 
+  const std::string ev = "Validation BLEU (docs/translate.md)";
+  cmd->add_flag("--eval-bleu", c.eval_bleu, "beam-search the validation set every epoch: valid_bleu in metrics.jsonl")
+      ->group(ev);
+  cmd->add_option("--best-metric", o->best_metric, "checkpoint_best.pt by lowest valid loss or highest BLEU: loss|bleu")
+      ->capture_default_str()->group(ev);
+  add_beam_options(*cmd, c.beam, /*translate=*/false, ev);
+
   return [o, &global] {
     auto& c = o->config;
     c.optimizer.kind = train::parse_optimizer_kind(o->optimizer);
@@ -98,6 +106,7 @@ Runner add_train_command(CLI::App& app, const GlobalOptions& global) {
     c.schedule.kind = train::parse_schedule_kind(o->schedule);
     c.schedule.max_steps = c.max_steps;
     c.ls_formula = train::parse_label_smoothing_formula(o->ls_formula);
+    c.best_metric = train::parse_best_metric(o->best_metric);
     c.model = o->model.resolve(/*vocab_from_data=*/true);
     const auto result = train::train(c, core::resolve_device(global.device));
     if (result.diverged && c.fail_on_divergence)

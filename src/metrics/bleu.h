@@ -7,6 +7,9 @@
 
 namespace normlab::metrics {
 
+// The sacreBLEU release whose computation normlab reproduces; emitted in the signatures.
+inline constexpr const char* kSacrebleuVersion = "2.6.0";
+
 enum class BleuTokenize { none, k13a };
 enum class BleuSmooth { exp, floor, add_k, none };
 

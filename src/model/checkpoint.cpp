@@ -14,12 +14,6 @@
 #include "core/hash.h"
 
 namespace normlab::model {
-namespace {
-
-constexpr const char* kMetaKey = "__normlab_meta__";
-constexpr const char* kExtraPrefix = "extra/";
-constexpr const char* kFormat = "normlab-checkpoint";
-constexpr int kVersion = 1;
 
 torch::Tensor bytes_tensor(const std::string& s) {
   auto t = torch::empty({static_cast<int64_t>(s.size())}, torch::kUInt8);
@@ -31,6 +25,13 @@ std::string tensor_bytes(const torch::Tensor& t) {
   auto c = t.contiguous().to(torch::kUInt8);
   return std::string(static_cast<const char*>(c.data_ptr()), static_cast<size_t>(c.numel()));
 }
+
+namespace {
+
+constexpr const char* kMetaKey = "__normlab_meta__";
+constexpr const char* kExtraPrefix = "extra/";
+constexpr const char* kFormat = "normlab-checkpoint";
+constexpr int kVersion = 1;
 
 // torch::pickle_save, but without TorchScript's type tags on dicts: Python's torch.load with
 // its default weights_only=True refuses those (torch.jit._pickle.restore_type_tag).

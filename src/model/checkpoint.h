@@ -13,6 +13,13 @@ namespace normlab::model {
 
 using TensorMap = std::map<std::string, torch::Tensor>;
 
+// Extra tensor under which `normlab train` stores the run's SentencePiece model (its bytes).
+inline constexpr const char* kVocabTensor = "vocab/spm.model";
+
+// Bytes <-> a uint8 tensor (vocabularies and metadata inside checkpoints).
+torch::Tensor bytes_tensor(const std::string& bytes);
+std::string tensor_bytes(const torch::Tensor& t);
+
 // A dict name -> tensor as a PyTorch archive, written atomically (temporary file + rename).
 void save_tensors(const std::string& path, const TensorMap& tensors);
 // Throws std::runtime_error naming `path` when it is missing, truncated or not such a dict.

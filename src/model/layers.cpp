@@ -90,6 +90,24 @@ torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x, const torch::Ten
       train);
 }
 
+torch::Tensor DecoderLayerImpl::forward_step(const torch::Tensor& x, const torch::Tensor& encoder_out,
+                                             const torch::Tensor& encoder_padding_mask,
+                                             DecoderLayerCache& cache) {
+  const bool train = is_training();
+  auto h = self_attn_block.forward(
+      x, [&](const torch::Tensor& t) { return self_attn->forward_step(t, t, {}, false, cache.self_attn); },
+      train);
+  h = encoder_attn_block.forward(
+      h,
+      [&](const torch::Tensor& t) {
+        return encoder_attn->forward_step(t, encoder_out, encoder_padding_mask, true, cache.encoder_attn);
+      },
+      train);
+  return ffn_block.forward(
+      h, [&](const torch::Tensor& t) { return feed_forward(fc1, fc2, t, activation_dropout_, train); },
+      train);
+}
+
 TokenEmbedding::TokenEmbedding(int64_t d_model, int64_t max_positions, double dropout)
     : d_model_(d_model), dropout_(dropout) {
   // REFERENCE §1: half = C/2, freq_i = exp(-i ln(10000)/(half-1)), [sin | cos].
@@ -102,12 +120,12 @@ TokenEmbedding::TokenEmbedding(int64_t d_model, int64_t max_positions, double dr
 }
 
 torch::Tensor TokenEmbedding::forward(torch::nn::Embedding& table, const torch::Tensor& tokens,
-                                      bool training) const {
-  const int64_t L = tokens.size(1);
-  TORCH_CHECK(L + kPositionOffset <= positions_.size(0), "sentence of ", L,
+                                      bool training, int64_t first) const {
+  const int64_t L = tokens.size(1), end = first + L;
+  TORCH_CHECK(end + kPositionOffset <= positions_.size(0), "sentence of ", end,
               " tokens exceeds --max-positions ", positions_.size(0) - kPositionOffset);
   auto weight = table->weight;
-  auto pos = positions_.slice(0, kPositionOffset, kPositionOffset + L)
+  auto pos = positions_.slice(0, kPositionOffset + first, kPositionOffset + end)
                  .to(weight.device(), weight.scalar_type());  // (L,C)
   // fairseq gives padding tokens the zero position vector (their token row is zero too).
   auto x = table(tokens) * std::sqrt(static_cast<double>(d_model_)) +
@@ -162,8 +180,29 @@ torch::Tensor DecoderImpl::forward(const torch::Tensor& prev_output_tokens, cons
   auto x = embedding_.forward(embed_tokens, prev_output_tokens, is_training());
   for (const auto& layer : *layers)
     x = layer->as<DecoderLayerImpl>()->forward(x, padding_mask, encoder.out, encoder.padding_mask);
-  if (layer_norm) x = layer_norm(x);
-  return torch::linear(x, output_weight());  // (B,T,V)
+  return output(x);  // (B,T,V)
+}
+
+torch::Tensor DecoderImpl::output(const torch::Tensor& x) {
+  return torch::linear(layer_norm ? layer_norm(x) : x, output_weight());
+}
+
+void DecoderCache::reorder(const torch::Tensor& index, const torch::Tensor& encoder_index) {
+  for (auto& layer : layers) {
+    layer.self_attn.reorder(index);
+    if (encoder_index.defined()) layer.encoder_attn.reorder(encoder_index);
+  }
+}
+
+torch::Tensor DecoderImpl::forward_step(const torch::Tensor& token, const EncoderOut& encoder,
+                                        DecoderCache& cache) {
+  cache.layers.resize(layers->size());
+  auto x = embedding_.forward(embed_tokens, token, is_training(), cache.steps);  // (B,1,C)
+  for (size_t i = 0; i < layers->size(); ++i)
+    x = layers[i]->as<DecoderLayerImpl>()->forward_step(x, encoder.out, encoder.padding_mask,
+                                                        cache.layers[i]);
+  ++cache.steps;
+  return output(x).squeeze(1);  // (B,V)
 }
 
 }  // namespace normlab::model

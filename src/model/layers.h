@@ -2,6 +2,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/modulelist.h>
@@ -32,6 +33,11 @@ class EncoderLayerImpl : public torch::nn::Module {
 };
 TORCH_MODULE(EncoderLayer);
 
+// What incremental decoding keeps for one decoder layer (attention.h).
+struct DecoderLayerCache {
+  KeyValueCache self_attn, encoder_attn;
+};
+
 class DecoderLayerImpl : public torch::nn::Module {
  public:
   DecoderLayerImpl(const ModelConfig& config, double deepnorm_alpha,
@@ -39,6 +45,9 @@ class DecoderLayerImpl : public torch::nn::Module {
   // x (B,T,C), padding_mask (B,T), encoder_out (B,S,C), encoder_padding_mask (B,S) -> (B,T,C)
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& padding_mask,
                         const torch::Tensor& encoder_out, const torch::Tensor& encoder_padding_mask);
+  // One decoding step: x (B,1,C) the newest position, earlier ones in `cache` -> (B,1,C).
+  torch::Tensor forward_step(const torch::Tensor& x, const torch::Tensor& encoder_out,
+                             const torch::Tensor& encoder_padding_mask, DecoderLayerCache& cache);
 
   MultiheadAttention self_attn{nullptr}, encoder_attn{nullptr};
   torch::nn::Linear fc1{nullptr}, fc2{nullptr};
@@ -54,9 +63,9 @@ TORCH_MODULE(DecoderLayer);
 class TokenEmbedding {
  public:
   TokenEmbedding(int64_t d_model, int64_t max_positions, double dropout);
-  // tokens (B,L) -> (B,L,C)
-  torch::Tensor forward(torch::nn::Embedding& table, const torch::Tensor& tokens,
-                        bool training) const;
+  // tokens (B,L) at positions first, first+1, ... -> (B,L,C)
+  torch::Tensor forward(torch::nn::Embedding& table, const torch::Tensor& tokens, bool training,
+                        int64_t first = 0) const;
 
  private:
   int64_t d_model_;
@@ -84,12 +93,26 @@ class EncoderImpl : public torch::nn::Module {
 };
 TORCH_MODULE(Encoder);
 
+// Incremental decoding state of a whole decoder: per layer, the self-attention keys/values of
+// the `steps` positions fed so far and the encoder-attention keys/values (computed once).
+struct DecoderCache {
+  std::vector<DecoderLayerCache> layers;
+  int64_t steps = 0;
+  // Row i becomes row index[i] (beam reordering); the encoder keys/values follow
+  // `encoder_index` when it is defined (sentences dropped), else they stay.
+  void reorder(const torch::Tensor& index, const torch::Tensor& encoder_index);
+};
+
 class DecoderImpl : public torch::nn::Module {
  public:
   // `shared_embedding` is the encoder's table when all embeddings are shared, else null.
   DecoderImpl(const ModelConfig& config, torch::nn::Embedding shared_embedding);
   // prev_output_tokens (B,T) -> logits (B,T,V)
   torch::Tensor forward(const torch::Tensor& prev_output_tokens, const EncoderOut& encoder);
+  // One step of incremental decoding: the newest token (B,1) at position cache.steps, the
+  // earlier ones held in `cache` (empty at the first step) -> logits (B,V); advances cache.
+  // Equals the last row of forward() on the whole prefix (within float rounding).
+  torch::Tensor forward_step(const torch::Tensor& token, const EncoderOut& encoder, DecoderCache& cache);
   // The output projection (V,C): the decoder's table when shared, else its own matrix.
   torch::Tensor output_weight() const;
 
@@ -100,6 +123,8 @@ class DecoderImpl : public torch::nn::Module {
   std::shared_ptr<AdminProfile> admin_profile = std::make_shared<AdminProfile>();
 
  private:
+  torch::Tensor output(const torch::Tensor& x);  // final LayerNorm (Pre-LN), projection to V
+
   TokenEmbedding embedding_;
 };
 TORCH_MODULE(Decoder);

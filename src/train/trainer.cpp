@@ -16,8 +16,11 @@
 #include "core/tokens.h"
 #include "data/cache.h"
 #include "data/corpus.h"
+#include "decode/evaluation.h"
+#include "metrics/text.h"
 #include "model/checkpoint.h"
 #include "model/init.h"
+#include "train/corpus_loss.h"
 
 namespace normlab::train {
 namespace fs = std::filesystem;
@@ -26,7 +29,6 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 constexpr const char* kRngKey = "rng/cpu";
-constexpr const char* kVocabKey = "vocab/spm.model";
 constexpr const char* kOptimizerPrefix = "optimizer/";
 
 // Progress lines to stderr and RUN_DIR/train.log; records to RUN_DIR/metrics.jsonl.
@@ -66,23 +68,13 @@ void truncate_metrics(const fs::path& file, int64_t update, int64_t epoch) {
   core::write_file_atomic(file.string(), kept);
 }
 
-torch::Tensor bytes_tensor(const std::string& s) {
-  auto t = torch::empty({static_cast<int64_t>(s.size())}, torch::kUInt8);
-  std::memcpy(t.data_ptr(), s.data(), s.size());
-  return t;
-}
-
-std::string tensor_string(const torch::Tensor& t) {
-  auto c = t.contiguous();
-  return std::string(static_cast<const char*>(c.data_ptr()), static_cast<size_t>(c.numel()));
-}
-
 // Where the loop is; saved in every checkpoint so that a resumed run continues exactly.
 struct Position {
   int64_t update = 0;          // optimiser steps done
   int64_t epoch = 1;           // current epoch (1-based)
   int64_t next_batch = 0;      // index of the next batch of this epoch's order
   double best_valid_loss = std::numeric_limits<double>::infinity();
+  double best_valid_bleu = -1;  // -1: none yet (--eval-bleu)
   double wall_s = 0.0;         // training time of earlier runs of this RUN_DIR
 };
 
@@ -125,19 +117,19 @@ struct Sums {
 
 Sums validate(model::Seq2Seq& net, const Corpus& corpus, const TrainConfig& c,
               const torch::Device& device) {
-  torch::NoGradGuard no_grad;
-  net->eval();
-  Sums sums;
-  for (const auto& indices : data::make_batches(corpus.sizes, corpus.kept, c.batching, c.seed, 0)) {
-    auto b = gather(corpus, indices);
-    auto logits = net->forward(b.src.to(device), b.prev_output_tokens.to(device));
-    auto s = label_smoothed_nll(logits, b.target.to(device), c.label_smoothing, c.ls_formula, kPad);
-    sums.loss += s.loss.item<double>();
-    sums.nll += s.nll.item<double>();
-    sums.tokens += s.tokens;
-  }
-  net->train();
-  return sums;
+  const auto l = corpus_loss(net, corpus.src, corpus.tgt, corpus.kept, c.batching, c.seed,
+                             c.label_smoothing, c.ls_formula, device);
+  return {l.loss, l.nll, l.tokens};
+}
+
+// Corpus BLEU of the validation set (--eval-bleu): pairs the filter dropped are not decoded
+// (an empty hypothesis), so every reference line counts.
+double valid_bleu(model::Seq2Seq& net, const Corpus& corpus, const std::vector<std::u32string>& refs,
+                  const data::Vocab& vocab, const TrainConfig& c) {
+  std::vector<data::Sentence> sources(corpus.src.size());
+  for (auto i : corpus.kept) sources[static_cast<size_t>(i)] = corpus.src[static_cast<size_t>(i)];
+  const auto hyps = decode::translate(net, sources, c.beam, c.batching.max_tokens > 0 ? c.batching.max_tokens : 4096);
+  return decode::score_texts(decode::best_texts(hyps, vocab), refs).bleu.score;
 }
 
 // Newest intact checkpoint of RUN_DIR (last, then the others by modification time).
@@ -169,6 +161,12 @@ std::optional<model::LoadedModel> newest_intact_checkpoint(const fs::path& dir, 
 
 }  // namespace
 
+BestMetric parse_best_metric(const std::string& s) {
+  if (s == "loss") return BestMetric::kLoss;
+  if (s == "bleu") return BestMetric::kBleu;
+  throw std::invalid_argument("--best-metric: unknown value '" + s + "', expected loss|bleu");
+}
+
 std::vector<std::string> TrainConfig::problems() const {
   std::vector<std::string> out;
   if (train_prefix.empty()) out.push_back("--train is required");
@@ -188,6 +186,9 @@ std::vector<std::string> TrainConfig::problems() const {
   for (auto& p : optimizer.problems()) out.push_back(p);
   for (auto& p : schedule.problems()) out.push_back(p);
   for (auto& p : trace.problems()) out.push_back(p);
+  if (best_metric == BestMetric::kBleu && !eval_bleu) out.push_back("--best-metric bleu needs --eval-bleu");
+  if (eval_bleu)
+    for (auto& p : beam.validate()) out.push_back(p);
   return out;
 }
 
@@ -223,7 +224,14 @@ void to_json(nlohmann::json& j, const TrainConfig& c) {
          {"keep_last", c.keep_last},
          {"fail_on_divergence", c.fail_on_divergence},
          {"trace_steps", c.trace.steps},
-         {"trace_params", c.trace.params}}}};
+         {"trace_params", c.trace.params}}},
+       {"eval",
+        {{"eval_bleu", c.eval_bleu},
+         {"beam", c.beam.beam},
+         {"lenpen", c.beam.lenpen},
+         {"max_len_a", c.beam.max_len_a},
+         {"max_len_b", c.beam.max_len_b},
+         {"best_metric", c.best_metric == BestMetric::kBleu ? "bleu" : "loss"}}}};
 }
 
 std::vector<std::string> incompatible_changes(const nlohmann::json& saved, const nlohmann::json& now) {
@@ -272,7 +280,7 @@ TrainResult train(const TrainConfig& c, const torch::Device& device) {
   const fs::path vocab_dir = run / "vocab";
   std::string vocab_bytes;
   if (resumed) {
-    vocab_bytes = tensor_string(resumed->extra_tensors.at(kVocabKey));
+    vocab_bytes = model::tensor_bytes(resumed->extra_tensors.at(model::kVocabTensor));
   } else if (fs::exists(vocab_dir / data::kVocabModelFile)) {
     auto bytes = core::read_file((vocab_dir / data::kVocabModelFile).string());
     vocab_bytes.assign(bytes.begin(), bytes.end());
@@ -290,6 +298,10 @@ TrainResult train(const TrainConfig& c, const torch::Device& device) {
   const std::string cache_dir = c.cache_dir.empty() ? (run / "cache").string() : c.cache_dir;
   const auto train_corpus = load_corpus(c.train_prefix, c, vocab, cache_dir, true, log);
   const auto valid_corpus = load_corpus(c.valid_prefix, c, vocab, cache_dir, false, log);
+  std::vector<std::u32string> valid_refs;  // --eval-bleu: the validation targets as text
+  if (c.eval_bleu)
+    for (const auto& line : data::read_parallel(c.valid_prefix, c.src_lang, c.tgt_lang).tgt)
+      valid_refs.push_back(metrics::decode_utf8(line));
 
   auto model_config = c.model;
   model_config.src_vocab_size = model_config.tgt_vocab_size = vocab.size();
@@ -307,6 +319,7 @@ TrainResult train(const TrainConfig& c, const torch::Device& device) {
     pos.wall_s = p.at("wall_s");
     // JSON has no infinity: null means no validation yet.
     if (!p.at("best_valid_loss").is_null()) pos.best_valid_loss = p.at("best_valid_loss");
+    pos.best_valid_bleu = p.value("best_valid_bleu", -1.0);
     truncate_metrics(run / "metrics.jsonl", pos.update, pos.epoch);
     log.line("normlab train: resuming at update " + std::to_string(pos.update) + ", epoch " +
              std::to_string(pos.epoch) + ", batch " + std::to_string(pos.next_batch));
@@ -339,13 +352,14 @@ TrainResult train(const TrainConfig& c, const torch::Device& device) {
     model::TensorMap extra;
     for (const auto& [k, v] : optimizer.state()) extra[kOptimizerPrefix + k] = v;
     extra[kRngKey] = at::detail::getDefaultCPUGenerator().get_state();
-    extra[kVocabKey] = bytes_tensor(vocab_bytes);
+    extra[model::kVocabTensor] = model::bytes_tensor(vocab_bytes);
     nlohmann::json meta = {{"config", config_json},
                            {"position",
                             {{"update", pos.update},
                              {"epoch", pos.epoch},
                              {"next_batch", pos.next_batch},
                              {"best_valid_loss", pos.best_valid_loss},
+                             {"best_valid_bleu", pos.best_valid_bleu},
                              {"wall_s", wall()}}}};
     for (const auto& name : names) model::save_model((ckpt_dir / name).string(), net, meta, extra);
   };
@@ -465,18 +479,25 @@ TrainResult train(const TrainConfig& c, const torch::Device& device) {
     // End of epoch: validation, checkpoints.
     const auto v = validate(net, valid_corpus, c, device);
     const double valid_loss = v.loss / v.tokens, valid_nll = v.nll / v.tokens;
-    const bool best = valid_loss < pos.best_valid_loss;
-    if (best) pos.best_valid_loss = valid_loss;
-    log.record({{"step", pos.update},
-                {"epoch", pos.epoch},
-                {"valid_loss", valid_loss},
-                {"valid_nll", valid_nll},
-                {"valid_ppl", std::exp(valid_nll)},
-                {"valid_tokens", v.tokens},
-                {"wall_s", wall()}});
+    const double bleu = c.eval_bleu ? valid_bleu(net, valid_corpus, valid_refs, vocab, c) : -1.0;
+    const bool best = c.best_metric == BestMetric::kBleu ? bleu > pos.best_valid_bleu
+                                                         : valid_loss < pos.best_valid_loss;
+    pos.best_valid_loss = std::min(pos.best_valid_loss, valid_loss);
+    pos.best_valid_bleu = std::max(pos.best_valid_bleu, bleu);
+    nlohmann::json record = {{"step", pos.update},
+                             {"epoch", pos.epoch},
+                             {"valid_loss", valid_loss},
+                             {"valid_nll", valid_nll},
+                             {"valid_ppl", std::exp(valid_nll)},
+                             {"valid_tokens", v.tokens},
+                             {"wall_s", wall()}};
+    if (c.eval_bleu) record["valid_bleu"] = bleu;
+    log.record(record);
     std::ostringstream line;
     line << std::fixed << std::setprecision(3) << "epoch " << pos.epoch << " | valid loss " << valid_loss
-         << " | nll " << valid_nll << " | ppl " << std::exp(valid_nll) << (best ? " | best" : "");
+         << " | nll " << valid_nll << " | ppl " << std::exp(valid_nll);
+    if (c.eval_bleu) line << " | bleu " << std::setprecision(2) << bleu;
+    line << (best ? " | best" : "");
     log.line(line.str());
     std::vector<std::string> names = {"checkpoint_last.pt"};
     if (pos.epoch % c.save_interval == 0) names.push_back("checkpoint" + std::to_string(pos.epoch) + ".pt");

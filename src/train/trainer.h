@@ -18,12 +18,17 @@
 #include "analysis/trace.h"
 #include "data/batching.h"
 #include "data/vocab.h"
+#include "decode/beam_search.h"
 #include "model/config.h"
 #include "train/loss.h"
 #include "train/optimizer.h"
 #include "train/schedule.h"
 
 namespace normlab::train {
+
+// What checkpoint_best.pt is best at.
+enum class BestMetric { kLoss, kBleu };  // lowest valid_loss | highest valid_bleu
+BestMetric parse_best_metric(const std::string& s);
 
 struct TrainConfig {
   // Data
@@ -57,6 +62,10 @@ struct TrainConfig {
   uint64_t seed = 1;
   bool fail_on_divergence = false;   // exit non-zero when the loss becomes NaN or infinite
   analysis::TraceConfig trace;       // --trace-steps/--trace-params: RUN_DIR/trace/ (docs/probe.md)
+  // Validation BLEU (docs/translate.md)
+  bool eval_bleu = false;            // beam-search the validation set every epoch: valid_bleu
+  decode::BeamSearchConfig beam;     // its --beam, --lenpen, --max-len-a, --max-len-b
+  BestMetric best_metric = BestMetric::kLoss;
 
   // Every problem at once, naming the option.
   std::vector<std::string> problems() const;

@@ -73,6 +73,14 @@ def main():
                           capture_output=True, text=True)
     assert back.returncode == 0 and back.stdout.splitlines() == lines_de, back.stderr
 
+    ok = subprocess.run([args.normlab, "init", *tiny[:-2], "--vocab-size", "40", "--share", "all",
+                         "--out", w("good40.ckpt")], capture_output=True)
+    assert ok.returncode == 0, ok.stderr.decode()
+    translate = lambda *more: ["translate", "--checkpoint", w("good.ckpt"), "--ids", "--input", w("src.txt"), *more]
+    evaluate = lambda src, ref, *more: ["evaluate", "--checkpoint", w("good40.ckpt"), "--vocab", model,
+                                        "--src", w(src), "--ref", w(ref), *more]
+    train = lambda *more: ["train", "--train", w("c"), "--valid", w("c"), "--out", w("run"), "--max-epochs", "1",
+                           *tiny[:-2], *more]
     bpe_train = lambda prefix, *more: ["bpe", "train", "--train", w(prefix), "--src", "de", "--tgt", "en",
                                        "--out", w("bpe_out"), *more]
     score = lambda ckpt, tgt="tgt.txt": ["score", "--checkpoint", w(ckpt), "--src-ids", w("src.txt"),
@@ -137,6 +145,26 @@ def main():
         (["perturb", *tiny_layers, "--out", w("p"), "--depths", "2,0"], "--depths: every depth must be >= 1, got 0"),
         (["train", "--train", w("c"), "--valid", w("c"), "--max-steps", "1", "--out", w("t2"),
           "--trace-steps", "-1"], "--trace-steps must be >= 0, got -1"),
+        (translate("--beam", "0"), "--beam must be >= 1, got 0"),
+        (translate("--beam", "2", "--nbest", "3"), "--nbest must be in [1, --beam 2], got 3"),
+        (translate("--max-len-b", "-1"), "--max-len-b must be >= 0"),
+        (translate("--max-len-a", "-0.5"), "--max-len-a must be >= 0"),
+        (translate("--max-tokens", "3"), "input line 1 has 4 tokens with </s>, more than --max-tokens 3"),
+        (translate()[:-2] + ["--input", w("tgt_bad.txt")], "tgt_bad.txt:2: expected non-negative integer"),
+        (translate()[:-2] + ["--input", w("ids_big.txt")], "ids_big.txt:2: id 99999 is outside the vocabulary"),
+        (["translate", "--checkpoint", w("good.ckpt"), "--input", w("c.de")],
+         "holds no vocabulary and " + os.path.join(os.path.dirname(os.path.abspath(args.workdir)), "vocab", "spm.model") + " does not exist"),
+        (["translate", "--checkpoint", w("good.ckpt"), "--vocab", model, "--input", w("c.de")],
+         "the vocabulary has 40 pieces but " + w("good.ckpt") + " was built for 20"),
+        (["translate", "--checkpoint", w("good40.ckpt"), "--vocab", model, "--input", w("utf8.de")],
+         "utf8.de:2: invalid UTF-8"),
+        (["translate", "--checkpoint", w("missing.ckpt"), "--input", w("c.de")], "missing.ckpt"),
+        (evaluate("short.de", "short.en"), "short.de has 2 lines but " + w("short.en") + " has 1"),
+        (evaluate("c.de", "missing.en"), w("missing.en")),
+        (evaluate("c.de", "c.en", "--lenpen", "nan"), "--lenpen must be finite"),
+        (train("--best-metric", "bleu"), "--best-metric bleu needs --eval-bleu"),
+        (train("--best-metric", "accuracy"), "--best-metric: unknown value 'accuracy'"),
+        (train("--eval-bleu", "--beam", "0"), "--beam must be >= 1"),
     ]
     failures = 0
     for argv, expected in cases:

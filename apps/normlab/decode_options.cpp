@@ -1,0 +1,57 @@
+#include "decode_options.h"
+
+#include <chrono>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+
+namespace normlab::app {
+
+void add_beam_options(CLI::App& cmd, decode::BeamSearchConfig& c, bool translate, const std::string& group) {
+  cmd.add_option("--beam", c.beam, "beam size (1: greedy)")->capture_default_str()->group(group);
+  cmd.add_option("--lenpen", c.lenpen, "length penalty: score = sum(log p) / len^lenpen")
+      ->capture_default_str()->group(group);
+  cmd.add_option("--max-len-a", c.max_len_a, "max output length = a * source length + b")
+      ->capture_default_str()->group(group);
+  cmd.add_option("--max-len-b", c.max_len_b, "max output length = a * source length + b")
+      ->capture_default_str()->group(group);
+  if (!translate) return;
+  cmd.add_option("--nbest", c.nbest, "hypotheses printed per sentence, best first")
+      ->capture_default_str()->group(group);
+  cmd.add_option("--min-len", c.min_len, "no </s> before this many output tokens (fairseq's --min-len)")
+      ->capture_default_str()->group(group);
+}
+
+data::Vocab checkpoint_vocab(const model::LoadedModel& loaded, const std::string& checkpoint,
+                             const std::string& vocab_path) {
+  namespace fs = std::filesystem;
+  const auto run_vocab = fs::path(checkpoint).parent_path().parent_path() / "vocab" / data::kVocabModelFile;
+  auto load = [&] {
+    if (!vocab_path.empty()) return data::Vocab::load(vocab_path);
+    auto stored = loaded.extra_tensors.find(model::kVocabTensor);
+    if (stored != loaded.extra_tensors.end())
+      return data::Vocab::from_bytes(model::tensor_bytes(stored->second), checkpoint + " (its vocabulary)");
+    if (fs::exists(run_vocab)) return data::Vocab::load(run_vocab.string());
+    throw std::invalid_argument(checkpoint + " holds no vocabulary and " + run_vocab.string() +
+                                " does not exist; pass --vocab SPM_MODEL");
+  };
+  auto vocab = load();
+  const auto& c = loaded.model->config();
+  if (vocab.size() != c.src_vocab_size || vocab.size() != c.tgt_vocab_size)
+    throw std::invalid_argument("the vocabulary has " + std::to_string(vocab.size()) + " pieces but " + checkpoint +
+                                " was built for " + std::to_string(c.src_vocab_size) + " (source) and " +
+                                std::to_string(c.tgt_vocab_size) + " (target)");
+  return vocab;
+}
+
+std::function<void(size_t, size_t)> progress_printer(const std::string& name) {
+  using Clock = std::chrono::steady_clock;
+  auto last = std::make_shared<Clock::time_point>(Clock::now());
+  return [name, last](size_t done, size_t total) {
+    if (done < total && Clock::now() - *last < std::chrono::seconds(10)) return;
+    *last = Clock::now();
+    std::cerr << "normlab " << name << ": " << done << "/" << total << " sentences\n";
+  };
+}
+
+}  // namespace normlab::app

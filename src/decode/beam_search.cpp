@@ -1,0 +1,233 @@
+#include "decode/beam_search.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include <torch/torch.h>
+
+#include "core/problems.h"
+#include "core/tokens.h"
+#include "data/batching.h"
+
+namespace normlab::decode {
+namespace {
+
+constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+
+torch::Tensor long_tensor(const std::vector<int64_t>& v, const torch::Device& device) {
+  return torch::tensor(v, torch::kInt64).to(device);
+}
+
+// fairseq's forbidden outputs, plus <unk> and <s> (docs/translate.md): -inf in place.
+void mask_special_tokens(torch::Tensor& lprobs) {
+  lprobs.masked_fill_(lprobs.ne(lprobs), kNegInf);  // NaN -> -inf, as fairseq
+  for (const int64_t id : {kBos, kPad, kUnk}) lprobs.select(1, id).fill_(kNegInf);
+}
+
+// Rows in `force` (bool (N)) may only produce </s> (their sentence reached max_len).
+void force_eos(torch::Tensor& lprobs, const torch::Tensor& force) {
+  auto eos = lprobs.select(1, kEos).clone();
+  lprobs.masked_fill_(force.unsqueeze(1), kNegInf);
+  lprobs.select(1, kEos).copy_(eos);
+}
+
+}  // namespace
+
+std::vector<std::string> BeamSearchConfig::validate() const {
+  std::vector<std::string> p;
+  if (beam < 1) p.push_back("--beam must be >= 1, got " + std::to_string(beam));
+  if (nbest < 1 || nbest > beam)
+    p.push_back("--nbest must be in [1, --beam " + std::to_string(beam) + "], got " + std::to_string(nbest));
+  if (!std::isfinite(lenpen)) p.push_back("--lenpen must be finite");
+  if (!(max_len_a >= 0) || !std::isfinite(max_len_a))
+    p.push_back("--max-len-a must be >= 0, got " + std::to_string(max_len_a));
+  if (max_len_b < 0) p.push_back("--max-len-b must be >= 0, got " + std::to_string(max_len_b));
+  if (min_len < 0) p.push_back("--min-len must be >= 0, got " + std::to_string(min_len));
+  return p;
+}
+
+std::vector<std::vector<Hypothesis>> beam_search(model::Seq2Seq& model, const torch::Tensor& src,
+                                                 const BeamSearchConfig& config) {
+  core::throw_if_problems(config.validate());
+  const auto device = src.device();
+  const auto long_opts = torch::TensorOptions().dtype(torch::kInt64).device(device);
+  const int64_t beam = config.beam, cand_size = 2 * beam, V = model->config().tgt_vocab_size;
+  // fairseq: k = min(2 beam, V - 1) candidates; fewer than `beam` would break the selection.
+  TORCH_CHECK(V - 1 >= beam, "--beam ", beam, " needs a vocabulary of more than ", beam, " entries");
+  int64_t bsz = src.size(0);
+  const auto n_sentences = static_cast<size_t>(bsz);
+
+  // max_len per sentence (REFERENCE §3): a * source length (with </s>) + b, capped so that
+  // the decoder input (max_len + 1 tokens) fits the position table (fairseq's cap).
+  const auto src_lengths = src.ne(kPad).sum(1).cpu();
+  std::vector<int64_t> max_len(n_sentences);
+  int64_t longest = 0;
+  for (size_t i = 0; i < n_sentences; ++i) {
+    const double len = config.max_len_a * static_cast<double>(src_lengths[static_cast<int64_t>(i)].item<int64_t>()) +
+                       static_cast<double>(config.max_len_b);
+    max_len[i] = std::min<int64_t>(static_cast<int64_t>(len), model->config().max_positions - 1);
+    longest = std::max(longest, max_len[i]);
+  }
+
+  // The encoder runs once; its output is repeated for the beams of each sentence.
+  auto encoded = model->encoder(src);
+  auto rows = torch::arange(bsz, long_opts).repeat_interleave(beam);  // (B*beam)
+  model::EncoderOut encoder{encoded.out.index_select(0, rows), encoded.padding_mask.index_select(0, rows)};
+  model::DecoderCache cache;
+
+  auto tokens = torch::full({bsz * beam, longest + 2}, kPad, long_opts);  // </s> y_1 y_2 ...
+  tokens.select(1, 0).fill_(kEos);
+  torch::Tensor scores;  // (B*beam, longest+1) cumulative log-probabilities, model dtype
+  auto cands_to_ignore = torch::zeros({bsz, beam}, long_opts.dtype(torch::kBool));
+  auto bbsz_offsets = (torch::arange(bsz, long_opts) * beam).unsqueeze(1);  // (B,1)
+  std::vector<int64_t> active(n_sentences);  // current row block -> input sentence
+  for (size_t i = 0; i < n_sentences; ++i) active[i] = static_cast<int64_t>(i);
+  std::vector<std::vector<Hypothesis>> finalized(n_sentences);
+  std::vector<char> finished(n_sentences, 0);
+
+  for (int64_t step = 0; step <= longest; ++step) {
+    auto logits = model->decoder->forward_step(tokens.slice(1, step, step + 1), encoder, cache);
+    auto lprobs = torch::log_softmax(logits, -1);  // (B*beam, V)
+    if (!scores.defined()) scores = torch::zeros({bsz * beam, longest + 1}, lprobs.options());
+    mask_special_tokens(lprobs);
+    std::vector<int64_t> force(static_cast<size_t>(bsz));
+    bool any_force = false;
+    for (int64_t s = 0; s < bsz; ++s) {
+      force[s] = step >= max_len[active[s]];
+      any_force = any_force || force[s];
+    }
+    if (any_force) force_eos(lprobs, long_tensor(force, device).to(torch::kBool).repeat_interleave(beam));
+    if (step < config.min_len) lprobs.select(1, kEos).fill_(kNegInf);
+
+    // fairseq's BeamSearch.step: every beam's continuations; at step 0 the beams are equal.
+    auto lp = lprobs.view({bsz, beam, V});
+    lp = step == 0 ? lp.slice(1, 0, 1) : lp + scores.select(1, step - 1).view({bsz, beam, 1});
+    auto flat = lp.reshape({bsz, -1});
+    auto [cand_scores, cand_flat] = flat.topk(std::min(cand_size, flat.size(1) - 1));  // (B,2beam)
+    auto cand_beams = cand_flat.div(V, "floor"), cand_indices = cand_flat.remainder(V);
+    auto cand_bbsz = cand_beams + bbsz_offsets;
+
+    // A </s> among the top `beam` candidates finishes that hypothesis (score normalised by
+    // len^lenpen, len = step + 1 counts the </s>).
+    auto eos_mask = cand_indices.eq(kEos) & cand_scores.ne(kNegInf);
+    eos_mask.slice(1, 0, beam).masked_fill_(cands_to_ignore, false);
+    auto eos_rows = cand_bbsz.slice(1, 0, beam).masked_select(eos_mask.slice(1, 0, beam));
+    if (eos_rows.numel() > 0) {
+      auto eos_scores = cand_scores.slice(1, 0, beam).masked_select(eos_mask.slice(1, 0, beam));
+      auto hyp_tokens = tokens.index_select(0, eos_rows).slice(1, 1, step + 1).cpu().contiguous();
+      auto cumulative = scores.index_select(0, eos_rows).slice(1, 0, step + 1).clone();
+      cumulative.select(1, step).copy_(eos_scores);
+      auto positional = cumulative.clone();
+      positional.slice(1, 1).sub_(cumulative.slice(1, 0, step));
+      positional = positional.to(torch::kCPU, torch::kFloat64).contiguous();
+      auto normalised = (eos_scores.to(torch::kFloat64) / std::pow(static_cast<double>(step + 1), config.lenpen)).cpu();
+      auto rows_cpu = eos_rows.cpu();
+      for (int64_t i = 0; i < eos_rows.numel(); ++i) {
+        auto& hyps = finalized[active[rows_cpu[i].item<int64_t>() / beam]];
+        if (static_cast<int64_t>(hyps.size()) >= beam) continue;
+        Hypothesis h;
+        auto t = hyp_tokens[i];
+        h.tokens.assign(t.data_ptr<int64_t>(), t.data_ptr<int64_t>() + step);
+        h.score = normalised[i].item<double>();
+        auto ps = positional[i];
+        h.positional_scores.assign(ps.data_ptr<double>(), ps.data_ptr<double>() + step + 1);
+        hyps.push_back(std::move(h));
+      }
+    }
+    // fairseq's early stop: a sentence is done once it has `beam` finished hypotheses (or
+    // reached its max_len); done sentences leave the batch.
+    std::vector<int64_t> keep;
+    for (int64_t s = 0; s < bsz; ++s) {
+      const auto sent = active[s];
+      if (static_cast<int64_t>(finalized[sent].size()) >= beam || step >= max_len[sent]) finished[sent] = 1;
+      if (!finished[sent]) keep.push_back(s);
+    }
+    if (keep.empty()) break;
+    torch::Tensor old_offsets = bbsz_offsets, encoder_index;
+    if (static_cast<int64_t>(keep.size()) < bsz) {
+      auto batch_idxs = long_tensor(keep, device);
+      auto row_keep = ((batch_idxs * beam).unsqueeze(1) + torch::arange(beam, long_opts)).view(-1);
+      eos_mask = eos_mask.index_select(0, batch_idxs);
+      cand_beams = cand_beams.index_select(0, batch_idxs);
+      cand_scores = cand_scores.index_select(0, batch_idxs);
+      cand_indices = cand_indices.index_select(0, batch_idxs);
+      cands_to_ignore = cands_to_ignore.index_select(0, batch_idxs);
+      tokens = tokens.index_select(0, row_keep);
+      scores = scores.index_select(0, row_keep);
+      encoder = {encoder.out.index_select(0, row_keep), encoder.padding_mask.index_select(0, row_keep)};
+      old_offsets = (batch_idxs * beam).unsqueeze(1);
+      encoder_index = row_keep;
+      std::vector<int64_t> still;
+      for (auto s : keep) still.push_back(active[s]);
+      active = std::move(still);
+      bsz = static_cast<int64_t>(keep.size());
+      bbsz_offsets = (torch::arange(bsz, long_opts) * beam).unsqueeze(1);
+    }
+
+    // The next beams: the best `beam` candidates that are not </s> (fairseq's active_mask).
+    eos_mask.slice(1, 0, beam).logical_or_(cands_to_ignore);
+    auto active_mask = eos_mask.to(torch::kInt64) * cand_size +
+                       torch::arange(eos_mask.size(1), long_opts);
+    auto [ignore, active_hypos] = active_mask.topk(beam, 1, /*largest=*/false);
+    cands_to_ignore = ignore.ge(cand_size);
+    auto active_beams = cand_beams.gather(1, active_hypos);  // (B,beam)
+    auto new_rows = (active_beams + bbsz_offsets).view(-1);
+    tokens = tokens.index_select(0, new_rows);
+    tokens.select(1, step + 1).copy_(cand_indices.gather(1, active_hypos).view(-1));
+    scores = scores.index_select(0, new_rows);
+    scores.select(1, step).copy_(cand_scores.gather(1, active_hypos).view(-1));
+    // Greedy keeps every row in place unless sentences left: then the copy is skipped.
+    if (beam > 1 || encoder_index.defined()) cache.reorder((active_beams + old_offsets).view(-1), encoder_index);
+  }
+
+  for (auto& hyps : finalized) {
+    std::stable_sort(hyps.begin(), hyps.end(),
+                     [](const Hypothesis& a, const Hypothesis& b) { return a.score > b.score; });
+    if (static_cast<int64_t>(hyps.size()) > config.nbest) hyps.resize(static_cast<size_t>(config.nbest));
+  }
+  return finalized;
+}
+
+std::vector<std::vector<Hypothesis>> translate(model::Seq2Seq& model,
+                                               const std::vector<data::Sentence>& sources,
+                                               const BeamSearchConfig& config, int64_t max_tokens,
+                                               const std::function<void(size_t, size_t)>& progress) {
+  core::throw_if_problems(config.validate());
+  if (max_tokens < 1) throw std::invalid_argument("--max-tokens must be >= 1, got " + std::to_string(max_tokens));
+  const int64_t max_positions = model->config().max_positions;
+  std::vector<int64_t> sizes(sources.size()), nonempty;
+  for (size_t i = 0; i < sources.size(); ++i) {
+    sizes[i] = static_cast<int64_t>(sources[i].size()) + 1;  // with </s>
+    if (sources[i].empty()) continue;
+    const auto what = "input line " + std::to_string(i + 1) + " has " + std::to_string(sizes[i]) +
+                      " tokens with </s>, more than ";
+    if (sizes[i] > max_positions)
+      throw std::invalid_argument(what + "the model's max_positions " + std::to_string(max_positions));
+    if (sizes[i] > max_tokens) throw std::invalid_argument(what + "--max-tokens " + std::to_string(max_tokens));
+    nonempty.push_back(static_cast<int64_t>(i));
+  }
+  data::BatchingConfig batching;
+  batching.max_tokens = max_tokens;
+  const auto batches = data::make_batches(sizes, nonempty, batching, /*seed=*/1, /*epoch=*/0);
+
+  const bool was_training = model->is_training();
+  model->eval();
+  torch::NoGradGuard no_grad;
+  const auto device = model->parameters().front().device();
+  std::vector<std::vector<Hypothesis>> out(sources.size());
+  size_t done = 0;
+  for (const auto& batch : batches) {
+    std::vector<data::Sentence> src;
+    for (auto i : batch) src.push_back(sources[static_cast<size_t>(i)]);
+    auto tensors = data::make_batch(src, src, 0, src.size());
+    auto hyps = beam_search(model, tensors.src.to(device), config);
+    for (size_t j = 0; j < batch.size(); ++j) out[static_cast<size_t>(batch[j])] = std::move(hyps[j]);
+    done += batch.size();
+    if (progress) progress(done, nonempty.size());
+  }
+  model->train(was_training);
+  return out;
+}
+
+}  // namespace normlab::decode

@@ -1,0 +1,28 @@
+// From hypotheses to text and to the scores of `normlab evaluate` and `train --eval-bleu`:
+// corpus BLEU with sacreBLEU's defaults and chrF (src/metrics, docs/bleu.md).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "data/vocab.h"
+#include "decode/beam_search.h"
+#include "metrics/bleu.h"
+
+namespace normlab::decode {
+
+// The best hypothesis of every sentence, detokenised; "" for a sentence without one.
+std::vector<std::string> best_texts(const std::vector<std::vector<Hypothesis>>& hyps,
+                                    const data::Vocab& vocab);
+
+struct TextScores {
+  metrics::BleuScore bleu;  // 13a, exp smoothing, case-sensitive (sacreBLEU's defaults)
+  double chrf = 0;          // chrF2, character order 6
+  std::string bleu_signature, chrf_signature;
+};
+
+// hyps (UTF-8) against one reference per line (code points, as metrics::split_lines reads
+// them). Throws std::invalid_argument naming both counts when they differ.
+TextScores score_texts(const std::vector<std::string>& hyps, const std::vector<std::u32string>& refs);
+
+}  // namespace normlab::decode

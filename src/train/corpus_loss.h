@@ -1,0 +1,29 @@
+// Label-smoothed loss and nll summed over a corpus of sentence pairs, dropout off: what
+// validation, `--test` and `normlab evaluate` report.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include <c10/core/Device.h>
+
+#include "data/batching.h"
+#include "model/seq2seq.h"
+#include "train/loss.h"
+
+namespace normlab::train {
+
+struct CorpusLoss {
+  double loss = 0, nll = 0;  // summed over target tokens (</s> included), nats
+  int64_t tokens = 0;
+};
+
+// Pairs `indices` of (src, tgt), batched by `batching` (seed 0 order; the sum does not depend
+// on it beyond float rounding), in evaluation mode without autograd; the model's mode is
+// restored afterwards.
+CorpusLoss corpus_loss(model::Seq2Seq& model, const std::vector<data::Sentence>& src,
+                       const std::vector<data::Sentence>& tgt, const std::vector<int64_t>& indices,
+                       const data::BatchingConfig& batching, uint64_t seed, double eps,
+                       LabelSmoothingFormula formula, const c10::Device& device);
+
+}  // namespace normlab::train
