@@ -31,5 +31,6 @@ Runner add_score_command(CLI::App& app, const GlobalOptions& global);
 Runner add_bpe_command(CLI::App& app, const GlobalOptions& global);
 Runner add_train_command(CLI::App& app, const GlobalOptions& global);
 Runner add_bleu_command(CLI::App& app, const GlobalOptions& global);
+Runner add_hessian_command(CLI::App& app, const GlobalOptions& global);
 
 }  // namespace normlab::app

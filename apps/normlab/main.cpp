@@ -40,6 +40,7 @@ int main(int argc, char** argv) {
   add(app::add_bpe_command);
   add(app::add_train_command);
   add(app::add_bleu_command);
+  add(app::add_hessian_command);
 
   try {
     app.parse(argc, argv);

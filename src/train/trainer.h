@@ -24,6 +24,9 @@
 
 namespace normlab::train {
 
+// The vocabulary's SentencePiece model inside every checkpoint `train` writes (extra tensor).
+inline constexpr const char* kVocabKey = "vocab/spm.model";
+
 struct TrainConfig {
   // Data
   std::string train_prefix;          // PREFIX.SRC / PREFIX.TGT (plain or .gz)
