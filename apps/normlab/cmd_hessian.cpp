@@ -59,9 +59,9 @@ data::Vocab load_vocab(const HessianOptions& o, const model::LoadedModel* loaded
 }
 
 // The first --max-sentences pairs of the data set (file order) that fit the model, in
-// batches of at most --max-tokens padded tokens.
+// batches of at most --max-tokens padded tokens; `note` says how many were kept.
 std::vector<data::Batch> load_batches(const HessianOptions& o, const data::Vocab& vocab,
-                                      int64_t max_positions, nlohmann::json& resolved) {
+                                      int64_t max_positions, nlohmann::json& resolved, std::string& note) {
   auto loaded = data::load_encoded_corpus(o.data, o.src, o.tgt, vocab, /*cache_dir=*/"");
   auto& src = loaded.corpus.src;
   auto& tgt = loaded.corpus.tgt;
@@ -72,8 +72,9 @@ std::vector<data::Batch> load_batches(const HessianOptions& o, const data::Vocab
   data::FilterOptions filter;
   filter.max_positions = max_positions;
   const auto kept = data::filter_pairs(src, tgt, filter);
-  std::cerr << "normlab hessian: " << o.data << ": " << kept.kept.size() << " pairs of " << src.size()
-            << " (" << kept.empty << " empty, " << kept.too_long << " longer than the model's positions)\n";
+  note = o.data + ": " + std::to_string(kept.kept.size()) + " pairs of " + std::to_string(src.size()) +
+         " (" + std::to_string(kept.empty) + " empty, " + std::to_string(kept.too_long) +
+         " longer than the model's positions)";
   if (kept.kept.empty()) throw std::invalid_argument("--data " + o.data + ": no sentence pair left");
   resolved["pairs_read"] = src.size();
   data::BatchingConfig batching;
@@ -172,7 +173,8 @@ Runner add_hessian_command(CLI::App& app, const GlobalOptions& global) {
       throw std::invalid_argument("--checkpoint " + o->checkpoint + " has vocabularies of " +
                                   std::to_string(config.src_vocab_size) + "/" + std::to_string(config.tgt_vocab_size) +
                                   " entries but the vocabulary has " + std::to_string(vocab.size()));
-    auto batches = load_batches(*o, vocab, config.max_positions, resolved);
+    std::string note;
+    auto batches = load_batches(*o, vocab, config.max_positions, resolved, note);
     if (!net) {
       config.src_vocab_size = config.tgt_vocab_size = vocab.size();
       net = model::Seq2Seq(config);
@@ -186,6 +188,7 @@ Runner add_hessian_command(CLI::App& app, const GlobalOptions& global) {
     net->to(dtype);
     resolved["model"] = net->config();
     analysis::FullDataHessian hessian(net, std::move(batches), loss, o->params, device);
+    std::cerr << "normlab hessian: " << note << "\n";
     analysis::run_hessian(hessian, o->run, resolved);
   };
 }
