@@ -10,6 +10,7 @@
 #include "analysis/hvp.h"
 #include "commands.h"
 #include "core/hash.h"
+#include "core/problems.h"
 #include "core/runtime.h"
 #include "data/batching.h"
 #include "data/cache.h"

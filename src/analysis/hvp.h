@@ -56,7 +56,7 @@ class FullDataHessian {
   torch::Tensor batch_loss(const data::Batch& b) const;  // summed label-smoothed loss, scalar
   void add_flat(torch::Tensor& out, const std::vector<torch::Tensor>& parts) const;
 
-  model::Seq2Seq model_;
+  mutable model::Seq2Seq model_;  // forward() is not const
   std::vector<data::Batch> batches_;
   LossOptions loss_;
   torch::Device device_;
