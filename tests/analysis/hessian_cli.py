@@ -109,7 +109,9 @@ def case_pyhessian(normlab, data, work):
           f"{our_time:.2f} s wall for everything ({ours['parameters']} parameters, {ours['tokens']} tokens)")
     print(f"PyHessian: top eigenvalue {top[0]:.10g} in {t_eig:.2f} s; trace {py_trace:.8g} +- {py_se:.3g} "
           f"({len(samples)} samples) in {t_trace:.2f} s")
-    assert abs(top[0] - dominant) <= 1e-2 * abs(dominant), (top[0], dominant)
+    # PyHessian stops when successive quotients change by < 1e-3 relative, which leaves an error
+    # of about tol / (1 - |lambda_2/lambda_1|): measured 0.9% here, so 2% is allowed.
+    assert abs(top[0] - dominant) <= 2e-2 * abs(dominant), (top[0], dominant)
     assert abs(ours["power"]["eigenvalue"] - dominant) <= 1e-2 * abs(dominant)
     bound = 3 * math.hypot(ours["trace_stderr"], py_se)
     assert abs(py_trace - ours["trace"]) <= bound, (py_trace, ours["trace"], bound)
