@@ -65,7 +65,7 @@ def case_pyhessian(normlab, data, work):
         return
     prefix, spm, ckpt = setup(normlab, data, work)
     ours, our_time, _ = hessian(normlab, prefix, spm, ckpt, os.path.join(work, "ours"), "--steps", 40,
-                                "--power", "--trace-samples", 99)
+                                "--power", "--trace-samples", 49)
     run(normlab, "export", "--checkpoint", ckpt, "--out", os.path.join(work, "weights.pt"))
     ids = {}
     for lang in ("de", "en"):
@@ -119,7 +119,7 @@ def case_pyhessian(normlab, data, work):
 
 def case_resume(normlab, data, work):
     prefix, spm, ckpt = setup(normlab, data, work)
-    common = ["--steps", 60, "--probes", 2, "--save-every", 3]
+    common = ["--steps", 16, "--probes", 2, "--save-every", 3]
     full, _, _ = hessian(normlab, prefix, spm, ckpt, os.path.join(work, "full"), *common)
     out = os.path.join(work, "killed")
     shutil.rmtree(out, ignore_errors=True)
