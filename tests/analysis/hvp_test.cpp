@@ -1,4 +1,4 @@
-// Full-data Hessian-vector products of a tiny Transformer (float64, ~600 parameters): the
+// Full-data Hessian-vector products of a tiny Transformer (float64, 512 parameters): the
 // full Hessian assembled from HVPs of unit vectors, checked for symmetry and against
 // torch::linalg_eigvalsh, central finite differences of gradients, batching and Hutchinson.
 #include <gtest/gtest.h>
