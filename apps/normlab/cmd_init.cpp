@@ -21,12 +21,6 @@ struct InitOptions {
   std::string profile_src, profile_tgt;
 };
 
-torch::Dtype parse_dtype(const std::string& s) {
-  if (s == "float32") return torch::kFloat32;
-  if (s == "float64") return torch::kFloat64;
-  throw std::invalid_argument("--dtype: unknown value '" + s + "', expected float32|float64");
-}
-
 // Admin's profiling batch: the given id files, or (documented in docs/schemes.md) 16 random
 // sentences of 24 tokens when none are given.
 model::ProfileBatch profile_batch(const InitOptions& o, const model::ModelConfig& c) {

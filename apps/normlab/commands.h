@@ -35,5 +35,6 @@ Runner add_probe_command(CLI::App& app, const GlobalOptions& global);
 Runner add_perturb_command(CLI::App& app, const GlobalOptions& global);
 Runner add_translate_command(CLI::App& app, const GlobalOptions& global);
 Runner add_evaluate_command(CLI::App& app, const GlobalOptions& global);
+Runner add_hessian_command(CLI::App& app, const GlobalOptions& global);
 
 }  // namespace normlab::app

@@ -44,6 +44,7 @@ int main(int argc, char** argv) {
   add(app::add_perturb_command);
   add(app::add_translate_command);
   add(app::add_evaluate_command);
+  add(app::add_hessian_command);
 
   try {
     app.parse(argc, argv);

@@ -4,6 +4,12 @@
 
 namespace normlab::app {
 
+torch::Dtype parse_dtype(const std::string& s) {
+  if (s == "float32") return torch::kFloat32;
+  if (s == "float64") return torch::kFloat64;
+  throw std::invalid_argument("--dtype: unknown value '" + s + "', expected float32|float64");
+}
+
 void ModelOptions::add_to(CLI::App& cmd, bool vocab_options) {
   const std::string g = "Model";
   cmd.add_option("--scheme", scheme_, "post-ln|pre-ln|t-fixup|admin|rezero|deepnorm")

@@ -5,10 +5,14 @@
 #include <string>
 
 #include <CLI/CLI.hpp>
+#include <torch/types.h>
 
 #include "model/config.h"
 
 namespace normlab::app {
+
+// --dtype: float32|float64. Throws std::invalid_argument for anything else.
+torch::Dtype parse_dtype(const std::string& s);
 
 class ModelOptions {
  public:

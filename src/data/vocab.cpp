@@ -11,6 +11,7 @@
 #include "core/file_io.h"
 #include "core/problems.h"
 #include "core/tokens.h"
+#include "data/corpus.h"
 
 namespace normlab::data {
 namespace {
@@ -157,6 +158,14 @@ std::string train_vocab(const std::vector<std::string>& sentences, const VocabTr
   if (!status.ok())
     throw std::runtime_error("SentencePiece training failed: " + spm_message(status));
   return model;
+}
+
+std::string train_vocab_on_corpus(const std::string& prefix, const std::string& src_lang,
+                                  const std::string& tgt_lang, const VocabTrainOptions& options) {
+  auto text = read_parallel(prefix, src_lang, tgt_lang);
+  std::vector<std::string> sentences = std::move(text.src);
+  sentences.insert(sentences.end(), text.tgt.begin(), text.tgt.end());
+  return train_vocab(sentences, options);
 }
 
 std::string save_vocab(const std::string& model_bytes, const std::string& dir) {

@@ -64,6 +64,11 @@ class Vocab {
 // fails (e.g. a vocabulary too small for the characters of the text).
 std::string train_vocab(const std::vector<std::string>& sentences, const VocabTrainOptions& options);
 
+// The joint vocabulary of `normlab train`: train_vocab on PREFIX.SRC's and PREFIX.TGT's
+// sentences (read_parallel), source sentences first.
+std::string train_vocab_on_corpus(const std::string& prefix, const std::string& src_lang,
+                                  const std::string& tgt_lang, const VocabTrainOptions& options);
+
 // Writes DIR/spm.model (atomically) and DIR/spm.vocab, creating DIR; returns the model path.
 std::string save_vocab(const std::string& model_bytes, const std::string& dir);
 

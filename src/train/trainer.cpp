@@ -286,10 +286,7 @@ TrainResult train(const TrainConfig& c, const torch::Device& device) {
     vocab_bytes.assign(bytes.begin(), bytes.end());
   } else {
     auto t0 = Clock::now();
-    auto text = data::read_parallel(c.train_prefix, c.src_lang, c.tgt_lang);
-    std::vector<std::string> sentences = text.src;
-    sentences.insert(sentences.end(), text.tgt.begin(), text.tgt.end());
-    vocab_bytes = data::train_vocab(sentences, c.vocab);
+    vocab_bytes = data::train_vocab_on_corpus(c.train_prefix, c.src_lang, c.tgt_lang, c.vocab);
     data::save_vocab(vocab_bytes, vocab_dir.string());
     log.line("normlab train: trained a " + std::to_string(c.vocab.vocab_size) + "-piece BPE vocabulary in " +
              std::to_string(std::chrono::duration<double>(Clock::now() - t0).count()) + " s");

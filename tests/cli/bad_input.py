@@ -166,6 +166,20 @@ def main():
         (train("--best-metric", "accuracy"), "--best-metric: unknown value 'accuracy'"),
         (train("--eval-bleu", "--beam", "0"), "--beam must be >= 1"),
     ]
+    hessian = lambda *more: ["hessian", "--data", w("c"), "--out", w("hessian_out"), *more]
+    cases += [
+        (hessian("--checkpoint", w("good.ckpt"), "--vocab", model),
+         "has vocabularies of 20/20 entries but the vocabulary has 40"),
+        (hessian("--vocab", model, *tiny[:-2], "--params", "decoder\\.("), "--params: 'decoder\\.(' is not a regular expression"),
+        (hessian("--vocab", model, *tiny[:-2], "--params", "^nothing$"), "--params: '^nothing$' matches no parameter name"),
+        (hessian("--vocab", model, "--steps", "0", "--sigma", "-1"), "--steps must be at least 1, got 0; --sigma must be positive"),
+        (hessian("--vocab", model, *tiny[:-2], "--dtype", "float16"), "--dtype: unknown value 'float16'"),
+        (hessian(*tiny[:-2]), "give --vocab FILE"),
+        (hessian("--vocab", model, "--vocab-train", w("c")), "--vocab and --vocab-train exclude each other"),
+        (["hessian", "--vocab", model, "--data", w("missing"), "--out", w("hessian_out")], "cannot find " + w("missing.de")),
+        (hessian("--vocab", model, *tiny[:-2], "--max-tokens", "3"), "more than --max-tokens 3"),
+        (hessian("--vocab", model, *tiny[:-2], "--label-smoothing", "1"), "--label-smoothing must be in [0, 1)"),
+    ]
     failures = 0
     for argv, expected in cases:
         r = subprocess.run([args.normlab, *argv], capture_output=True, text=True, timeout=60,

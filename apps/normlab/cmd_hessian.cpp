@@ -1,0 +1,196 @@
+// `normlab hessian`: the Hessian spectrum of the training loss over a whole data set
+// (docs/hessian.md): Lanczos/SLQ, Hutchinson trace, power iteration, per-block lambda_max.
+#include <filesystem>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include "analysis/hessian_run.h"
+#include "analysis/hvp.h"
+#include "commands.h"
+#include "core/hash.h"
+#include "core/problems.h"
+#include "core/runtime.h"
+#include "data/batching.h"
+#include "data/cache.h"
+#include "data/corpus.h"
+#include "data/vocab.h"
+#include "model/checkpoint.h"
+#include "model/init.h"
+#include "model_options.h"
+#include "train/trainer.h"
+
+namespace normlab::app {
+namespace {
+
+struct HessianOptions {
+  analysis::HessianRunConfig run;
+  ModelOptions model;
+  std::string checkpoint, data, src = "de", tgt = "en", vocab, vocab_train;
+  data::VocabTrainOptions vocab_options;
+  int64_t max_sentences = 0, max_tokens = 4096;
+  double label_smoothing = 0.1;
+  std::string ls_formula = "uniform", params = ".*", dtype = "float32";
+};
+
+// Vocabulary: --vocab FILE, else the one inside a `normlab train` checkpoint, else trained on
+// --vocab-train PREFIX as `normlab train` does (saved to OUT/vocab).
+data::Vocab load_vocab(const HessianOptions& o, const model::LoadedModel* loaded, nlohmann::json& resolved) {
+  if (!o.vocab.empty()) {
+    resolved["vocab"] = o.vocab;
+    return data::Vocab::load(o.vocab);
+  }
+  if (loaded && loaded->extra_tensors.count(model::kVocabTensor)) {
+    resolved["vocab"] = o.checkpoint + ":" + model::kVocabTensor;
+    return data::Vocab::from_bytes(model::tensor_bytes(loaded->extra_tensors.at(model::kVocabTensor)),
+                                   resolved["vocab"].get<std::string>());
+  }
+  if (o.vocab_train.empty())
+    throw std::invalid_argument("give --vocab FILE (a SentencePiece model) or --vocab-train PREFIX "
+                                "(train one on PREFIX.SRC/PREFIX.TGT as `normlab train` does)");
+  std::cerr << "normlab hessian: training a " << o.vocab_options.vocab_size << "-piece vocabulary on "
+            << o.vocab_train << "\n";
+  const auto bytes = data::train_vocab_on_corpus(o.vocab_train, o.src, o.tgt, o.vocab_options);
+  resolved["vocab"] = data::save_vocab(bytes, (std::filesystem::path(o.run.out) / "vocab").string());
+  resolved["vocab_train"] = o.vocab_train;
+  resolved["vocab_size"] = o.vocab_options.vocab_size;
+  return data::Vocab::from_bytes(bytes, resolved["vocab"].get<std::string>());
+}
+
+// The first --max-sentences pairs of the data set (file order) that fit the model, in
+// batches of at most --max-tokens padded tokens; `note` says how many were kept.
+std::vector<data::Batch> load_batches(const HessianOptions& o, const data::Vocab& vocab,
+                                      int64_t max_positions, nlohmann::json& resolved, std::string& note) {
+  auto loaded = data::load_encoded_corpus(o.data, o.src, o.tgt, vocab, /*cache_dir=*/"");
+  auto& src = loaded.corpus.src;
+  auto& tgt = loaded.corpus.tgt;
+  if (o.max_sentences > 0 && static_cast<int64_t>(src.size()) > o.max_sentences) {
+    src.resize(o.max_sentences);
+    tgt.resize(o.max_sentences);
+  }
+  data::FilterOptions filter;
+  filter.max_positions = max_positions;
+  const auto kept = data::filter_pairs(src, tgt, filter);
+  note = o.data + ": " + std::to_string(kept.kept.size()) + " pairs of " + std::to_string(src.size()) +
+         " (" + std::to_string(kept.empty) + " empty, " + std::to_string(kept.too_long) +
+         " longer than the model's positions)";
+  if (kept.kept.empty()) throw std::invalid_argument("--data " + o.data + ": no sentence pair left");
+  resolved["pairs_read"] = src.size();
+  data::BatchingConfig batching;
+  batching.max_tokens = o.max_tokens;
+  core::throw_if_problems(batching.validate());
+  std::vector<data::Batch> batches;
+  for (const auto& indices : data::make_batches(data::example_sizes(src, tgt), kept.kept, batching,
+                                                o.run.seed, 0)) {
+    std::vector<data::Sentence> bs, bt;
+    for (auto i : indices) {
+      bs.push_back(src[i]);
+      bt.push_back(tgt[i]);
+    }
+    batches.push_back(data::make_batch(bs, bt, 0, bs.size()));
+  }
+  return batches;
+}
+
+}  // namespace
+
+Runner add_hessian_command(CLI::App& app, const GlobalOptions& global) {
+  auto* cmd = app.add_subcommand("hessian", "Hessian spectrum of the training loss over a data set");
+  auto o = std::make_shared<HessianOptions>();
+  auto& r = o->run;
+  const std::string g_model = "Model", g_data = "Data and loss", g_alg = "Algorithms", g_out = "Output";
+  cmd->add_option("--checkpoint", o->checkpoint, "a normlab checkpoint (else a fresh initialisation "
+                                                 "from the Model flags and --seed)")->group(g_model);
+  o->model.add_to(*cmd, /*vocab_options=*/false);
+  cmd->add_option("--dtype", o->dtype, "float32|float64 (the model is converted)")
+      ->capture_default_str()->group(g_model);
+  cmd->add_option("--data", o->data, "text PREFIX (PREFIX.SRC, PREFIX.TGT, plain or .gz)")
+      ->required()->group(g_data);
+  cmd->add_option("--src", o->src, "source language suffix")->capture_default_str()->group(g_data);
+  cmd->add_option("--tgt", o->tgt, "target language suffix")->capture_default_str()->group(g_data);
+  cmd->add_option("--vocab", o->vocab, "SentencePiece model file")->group(g_data);
+  cmd->add_option("--vocab-train", o->vocab_train,
+                  "train the vocabulary on this text PREFIX as `normlab train` does")->group(g_data);
+  cmd->add_option("--vocab-size", o->vocab_options.vocab_size, "pieces of --vocab-train's vocabulary")
+      ->capture_default_str()->group(g_data);
+  cmd->add_option("--max-sentences", o->max_sentences, "the first N pairs of the data set (0: all)")
+      ->capture_default_str()->check(CLI::NonNegativeNumber)->group(g_data);
+  cmd->add_option("--max-tokens", o->max_tokens, "padded tokens per batch (the sum is exact for any value)")
+      ->capture_default_str()->group(g_data);
+  cmd->add_option("--label-smoothing", o->label_smoothing, "eps")->capture_default_str()->group(g_data);
+  cmd->add_option("--ls-formula", o->ls_formula, "uniform|exclusive")->capture_default_str()->group(g_data);
+  cmd->add_option("--params", o->params, "regular expression: parameters (stored names) spanning the "
+                                         "Hessian")->capture_default_str()->group(g_data);
+  cmd->add_option("--steps", r.steps, "Lanczos steps per probe")->capture_default_str()->group(g_alg);
+  cmd->add_option("--probes", r.probes, "Rademacher start vectors (SLQ runs)")->capture_default_str()->group(g_alg);
+  cmd->add_option("--top-k", r.top_k, "Ritz values in top_eigenvalues")->capture_default_str()->group(g_alg);
+  cmd->add_option("--trace-samples", r.trace_samples, "Hutchinson samples beyond the probes' own")
+      ->capture_default_str()->group(g_alg);
+  cmd->add_option("--bins", r.density.bins, "density grid points")->capture_default_str()->group(g_alg);
+  cmd->add_option("--sigma", r.density.sigma_squared, "Gaussian variance factor (PyHessian's sigma_squared)")
+      ->capture_default_str()->group(g_alg);
+  cmd->add_flag("--power", r.power, "also PyHessian's power iteration for the top eigenvalue")->group(g_alg);
+  cmd->add_option("--power-iters", r.power_iterations, "its maximum iterations")->capture_default_str()->group(g_alg);
+  cmd->add_option("--power-tol", r.power_tol, "its relative tolerance")->capture_default_str()->group(g_alg);
+  cmd->add_flag("--per-block", r.per_block, "lambda_max of each layer's diagonal block")->group(g_alg);
+  cmd->add_option("--per-block-steps", r.per_block_steps, "Lanczos steps per block")
+      ->capture_default_str()->group(g_alg);
+  cmd->add_option("--seed", r.seed, "initialisation and probe seed")->capture_default_str()->group(g_alg);
+  cmd->add_option("--out", r.out, "output folder OUT")->required()->group(g_out);
+  cmd->add_option("--save-every", r.save_every, "save the Lanczos state every K steps (0: never)")
+      ->capture_default_str()->group(g_out);
+  cmd->add_flag("--resume", r.resume, "continue from OUT/lanczos_state.pt")->group(g_out);
+
+  return [o, &global] {
+    core::throw_if_problems(o->run.problems());
+    if (!o->vocab.empty() && !o->vocab_train.empty())
+      throw std::invalid_argument("--vocab and --vocab-train exclude each other");
+    if (!(o->label_smoothing >= 0.0 && o->label_smoothing < 1.0))
+      throw std::invalid_argument("--label-smoothing must be in [0, 1), got " + std::to_string(o->label_smoothing));
+    analysis::LossOptions loss{o->label_smoothing, train::parse_label_smoothing_formula(o->ls_formula)};
+    const auto dtype = parse_dtype(o->dtype);
+    const auto device = core::resolve_device(global.device);
+    nlohmann::json resolved = {{"data", o->data}, {"src", o->src}, {"tgt", o->tgt},
+                               {"max_sentences", o->max_sentences}, {"max_tokens", o->max_tokens},
+                               {"label_smoothing", o->label_smoothing}, {"ls_formula", o->ls_formula},
+                               {"params", o->params}, {"dtype", o->dtype}, {"device", device.str()}};
+    std::filesystem::create_directories(o->run.out);
+
+    model::Seq2Seq net{nullptr};
+    std::unique_ptr<model::LoadedModel> loaded;
+    if (!o->checkpoint.empty()) {
+      loaded = std::make_unique<model::LoadedModel>(model::load_model(o->checkpoint));
+      net = loaded->model;
+      resolved["checkpoint"] = o->checkpoint;
+      resolved["checkpoint_checksum"] = loaded->meta.value("checksum", nlohmann::json());
+    }
+    const auto vocab = load_vocab(*o, loaded.get(), resolved);
+    const auto vocab_hash = core::hash_bytes(vocab.bytes().data(), vocab.bytes().size());
+    resolved["vocab_checksum"] = core::hash_hex(vocab_hash);
+    auto config = net ? net->config() : o->model.resolve(/*vocab_from_data=*/true);
+    if (net && (config.src_vocab_size != vocab.size() || config.tgt_vocab_size != vocab.size()))
+      throw std::invalid_argument("--checkpoint " + o->checkpoint + " has vocabularies of " +
+                                  std::to_string(config.src_vocab_size) + "/" + std::to_string(config.tgt_vocab_size) +
+                                  " entries but the vocabulary has " + std::to_string(vocab.size()));
+    std::string note;
+    auto batches = load_batches(*o, vocab, config.max_positions, resolved, note);
+    if (!net) {
+      config.src_vocab_size = config.tgt_vocab_size = vocab.size();
+      net = model::Seq2Seq(config);
+      net->to(dtype);
+      // admin-profile profiles on the first batch of the data (docs/hessian.md)
+      const model::ProfileBatch profile{batches.front().src, batches.front().prev_output_tokens};
+      model::initialize(net, o->run.seed,
+                        config.scheme.init == model::InitMethod::kAdminProfile ? &profile : nullptr);
+      resolved["init_seed"] = o->run.seed;
+    }
+    net->to(dtype);
+    resolved["model"] = net->config();
+    analysis::FullDataHessian hessian(net, std::move(batches), loss, o->params, device);
+    std::cerr << "normlab hessian: " << note << "\n";
+    analysis::run_hessian(hessian, o->run, resolved);
+  };
+}
+
+}  // namespace normlab::app

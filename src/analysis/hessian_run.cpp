@@ -1,0 +1,298 @@
+#include "analysis/hessian_run.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <cmath>
+#include <iostream>
+#include <map>
+#include <regex>
+#include <sstream>
+
+#include <torch/torch.h>
+
+#include "analysis/hutchinson.h"
+#include "analysis/lanczos.h"
+#include "core/file_io.h"
+#include "core/hash.h"
+#include "model/checkpoint.h"
+
+namespace normlab::analysis {
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr const char* kStateFile = "lanczos_state.pt";
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+torch::Tensor doubles(const std::vector<double>& v) {
+  return torch::tensor(v, torch::kFloat64).reshape({static_cast<int64_t>(v.size())});
+}
+
+std::vector<double> to_doubles(const torch::Tensor& t) {
+  auto c = t.contiguous().to(torch::kFloat64);
+  return {c.data_ptr<double>(), c.data_ptr<double>() + c.numel()};
+}
+
+// Finished probes (coefficients only) and the probe in progress (with its basis).
+struct Progress {
+  std::vector<LanczosState> done;
+  LanczosState current;  // basis undefined between probes
+  double wall_s = 0.0;   // time spent by earlier runs
+};
+
+void save_state(const fs::path& path, uint64_t fingerprint, const Progress& p,
+                const LanczosState& current, double wall_s) {
+  model::TensorMap t;
+  t["fingerprint"] = torch::tensor(static_cast<int64_t>(fingerprint), torch::kInt64);
+  t["wall_s"] = torch::tensor(wall_s, torch::kFloat64);
+  t["probes_done"] = torch::tensor(static_cast<int64_t>(p.done.size()), torch::kInt64);
+  auto put = [&t](const std::string& prefix, const LanczosState& s) {
+    t[prefix + "alpha"] = doubles(s.alpha);
+    t[prefix + "beta"] = doubles(s.beta);
+    t[prefix + "invariant"] = torch::tensor(static_cast<int64_t>(s.invariant), torch::kInt64);
+  };
+  for (size_t i = 0; i < p.done.size(); ++i) put("done/" + std::to_string(i) + "/", p.done[i]);
+  if (current.basis.defined()) {
+    put("current/", current);
+    t["current/basis"] = current.basis;
+  }
+  model::save_tensors(path.string(), t);
+}
+
+Progress load_state(const fs::path& path, uint64_t fingerprint) {
+  auto t = model::load_tensors(path.string());
+  auto get = [&](const std::string& key) {
+    auto it = t.find(key);
+    if (it == t.end()) throw std::runtime_error(path.string() + ": not a Lanczos state (no " + key + ")");
+    return it->second;
+  };
+  if (static_cast<uint64_t>(get("fingerprint").item<int64_t>()) != fingerprint)
+    throw std::invalid_argument("--resume: " + path.string() +
+                                " was written by a run with other options (model, data, loss, "
+                                "--params, --steps, --probes, --seed or --dtype differ)");
+  Progress p;
+  p.wall_s = get("wall_s").item<double>();
+  auto read = [&](const std::string& prefix) {
+    LanczosState s;
+    s.alpha = to_doubles(get(prefix + "alpha"));
+    s.beta = to_doubles(get(prefix + "beta"));
+    s.invariant = get(prefix + "invariant").item<int64_t>() != 0;
+    return s;
+  };
+  const auto done = get("probes_done").item<int64_t>();
+  for (int64_t i = 0; i < done; ++i) p.done.push_back(read("done/" + std::to_string(i) + "/"));
+  if (t.count("current/basis")) {
+    p.current = read("current/");
+    p.current.basis = t.at("current/basis");
+  }
+  return p;
+}
+
+std::string extremes(const LanczosState& s) {
+  const auto e = tridiagonal_eigen(s.alpha, s.beta);
+  std::ostringstream o;
+  o << "Ritz [" << e.nodes.front() << ", " << e.nodes.back() << "]";
+  return o.str();
+}
+
+// Lanczos on the diagonal block of H for the flat ranges `ranges` ([begin, length) pairs).
+TridiagonalEigen block_spectrum(const FullDataHessian& h, const std::vector<std::pair<int64_t, int64_t>>& ranges,
+                                int64_t steps, uint64_t seed) {
+  int64_t nb = 0;
+  for (const auto& r : ranges) nb += r.second;
+  const auto dtype = h.dtype();
+  LinearOperator op = [&](const torch::Tensor& u) {
+    auto full = torch::zeros({h.dim()}, u.options());
+    int64_t at = 0;
+    for (const auto& r : ranges) {
+      full.narrow(0, r.first, r.second).copy_(u.narrow(0, at, r.second));
+      at += r.second;
+    }
+    auto hv = h.hvp(full);
+    std::vector<torch::Tensor> parts;
+    for (const auto& r : ranges) parts.push_back(hv.narrow(0, r.first, r.second));
+    return torch::cat(parts);
+  };
+  auto s = lanczos_start(rademacher(nb, seed, dtype));
+  lanczos_continue(op, steps, s);
+  return tridiagonal_eigen(s.alpha, s.beta);
+}
+
+std::string csv_number(double x) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", x);
+  return buf;
+}
+
+}  // namespace
+
+std::vector<std::string> HessianRunConfig::problems() const {
+  std::vector<std::string> p;
+  if (steps < 1) p.push_back("--steps must be at least 1, got " + std::to_string(steps));
+  if (probes < 1) p.push_back("--probes must be at least 1, got " + std::to_string(probes));
+  if (top_k < 1) p.push_back("--top-k must be at least 1, got " + std::to_string(top_k));
+  if (trace_samples < 0) p.push_back("--trace-samples must be >= 0, got " + std::to_string(trace_samples));
+  if (density.bins < 2) p.push_back("--bins must be at least 2, got " + std::to_string(density.bins));
+  if (!(density.sigma_squared > 0)) p.push_back("--sigma must be positive, got " + csv_number(density.sigma_squared));
+  if (power_iterations < 1) p.push_back("--power-iters must be at least 1");
+  if (!(power_tol > 0)) p.push_back("--power-tol must be positive");
+  if (per_block_steps < 1) p.push_back("--per-block-steps must be at least 1");
+  if (save_every < 0) p.push_back("--save-every must be >= 0, got " + std::to_string(save_every));
+  if (out.empty()) p.push_back("--out is required");
+  return p;
+}
+
+std::string parameter_block(const std::string& name) {
+  static const std::regex layer(R"(^(encoder|decoder)\.layers\.(\d+)\.)");
+  std::smatch m;
+  if (std::regex_search(name, m, layer)) return m[1].str() + ".layers." + m[2].str();
+  if (name.find("embed_tokens") != std::string::npos || name.find("output_projection") != std::string::npos)
+    return "embeddings";
+  return "other";
+}
+
+nlohmann::json run_hessian(const FullDataHessian& h, const HessianRunConfig& c,
+                           const nlohmann::json& resolved) {
+  const auto t0 = Clock::now();
+  const fs::path out(c.out), state_path = out / kStateFile;
+  fs::create_directories(out);
+  const int64_t n = h.dim();
+  const auto dtype = h.dtype();
+  nlohmann::json fp = {{"resolved", resolved}, {"steps", c.steps}, {"probes", c.probes}, {"seed", c.seed}};
+  const auto fp_text = fp.dump();
+  const uint64_t fingerprint = core::hash_bytes(fp_text.data(), fp_text.size());
+
+  int64_t hvps = 0;
+  const LinearOperator op = [&](const torch::Tensor& v) {
+    ++hvps;
+    return h.hvp(v);
+  };
+  Progress p;
+  if (c.resume && fs::exists(state_path)) {
+    p = load_state(state_path, fingerprint);
+    std::cerr << "normlab hessian: resuming from " << state_path.string() << " (" << p.done.size()
+              << " probes done, " << p.current.alpha.size() << " steps of the next)\n";
+  } else if (c.resume) {
+    std::cerr << "normlab hessian: --resume: no " << state_path.string() << " yet, starting afresh\n";
+  }
+  std::cerr << "normlab hessian: " << n << " parameters, " << h.sentences() << " sentences, "
+            << h.tokens() << " target tokens\n";
+
+  // Lanczos probes: Rademacher vector seed + p.
+  auto last_line = Clock::now();
+  for (int64_t probe = static_cast<int64_t>(p.done.size()); probe < c.probes; ++probe) {
+    if (!p.current.basis.defined()) p.current = lanczos_start(rademacher(n, c.seed + probe, dtype));
+    lanczos_continue(op, c.steps, p.current, [&](const LanczosState& s) {
+      const bool last = s.invariant || s.steps() == std::min(c.steps, n);
+      if (last || seconds_since(last_line) > 5.0) {
+        std::cerr << "normlab hessian: probe " << probe + 1 << "/" << c.probes << " step " << s.steps()
+                  << "/" << c.steps << "  " << extremes(s) << "  " << seconds_since(t0) << " s\n";
+        last_line = Clock::now();
+      }
+      if (c.save_every > 0 && s.steps() % c.save_every == 0 && !last)
+        save_state(state_path, fingerprint, p, s, p.wall_s + seconds_since(t0));
+    });
+    p.done.push_back({p.current.alpha, p.current.beta, {}, p.current.invariant});
+    p.current = LanczosState{};
+    if (c.save_every > 0) save_state(state_path, fingerprint, p, p.current, p.wall_s + seconds_since(t0));
+  }
+
+  nlohmann::json result;
+  std::vector<Quadrature> quadratures;
+  std::vector<double> trace_samples;
+  double lambda_max = -INFINITY, lambda_min = INFINITY;
+  std::vector<double> top;
+  auto& probes_json = result["probes"] = nlohmann::json::array();
+  for (const auto& s : p.done) {
+    const auto e = tridiagonal_eigen(s.alpha, s.beta);
+    quadratures.push_back({e.nodes, e.weights});
+    trace_samples.push_back(static_cast<double>(n) * s.alpha.front());  // z^T H z, ||z||^2 = n
+    if (e.nodes.back() > lambda_max) {
+      lambda_max = e.nodes.back();
+      top.assign(e.nodes.rbegin(), e.nodes.rbegin() + std::min<int64_t>(c.top_k, e.nodes.size()));
+    }
+    lambda_min = std::min(lambda_min, e.nodes.front());
+    const std::vector<double> off(s.beta.begin(), s.beta.begin() + (s.steps() - 1));
+    probes_json.push_back({{"alpha", s.alpha}, {"beta", off}, {"residual", s.beta.back()},
+                           {"invariant", s.invariant}, {"nodes", e.nodes}, {"weights", e.weights}});
+  }
+  if (c.trace_samples > 0) {
+    std::cerr << "normlab hessian: " << c.trace_samples << " Hutchinson samples\n";
+    auto more = hutchinson_samples(op, n, dtype, c.seed + c.probes, c.trace_samples);
+    trace_samples.insert(trace_samples.end(), more.begin(), more.end());
+  }
+  const auto trace = summarize_trace(trace_samples);
+  result["lambda_max"] = lambda_max;
+  result["lambda_min"] = lambda_min;
+  result["top_eigenvalues"] = top;
+  result["trace"] = trace.trace;
+  result["trace_stderr"] = trace.standard_error;  // NaN -> null with one sample
+  result["trace_samples"] = trace.samples;
+  if (c.power) {
+    std::cerr << "normlab hessian: power iteration\n";
+    const auto pw = power_iteration(op, n, dtype, c.seed, c.power_iterations, c.power_tol);
+    result["power"] = {{"eigenvalue", pw.eigenvalue}, {"iterations", pw.iterations}, {"converged", pw.converged}};
+  }
+
+  const auto density = spectral_density(quadratures, c.density);
+  std::string csv = "lambda,density\n";
+  for (size_t i = 0; i < density.grid.size(); ++i)
+    csv += csv_number(density.grid[i]) + "," + csv_number(density.density[i]) + "\n";
+  core::write_file_atomic((out / "density.csv").string(), csv);
+  result["density_variance"] = density.variance;
+
+  if (c.per_block) {
+    std::vector<std::string> order;
+    std::map<std::string, std::vector<std::pair<int64_t, int64_t>>> ranges;
+    for (size_t i = 0; i < h.params().size(); ++i) {
+      const auto block = parameter_block(h.params()[i].first);
+      if (!ranges.count(block)) order.push_back(block);
+      ranges[block].emplace_back(h.offset(i), h.params()[i].second.numel());
+    }
+    std::string table = "block,params,lambda_max,lambda_min\n";
+    for (const auto& block : order) {
+      int64_t size = 0;
+      for (const auto& r : ranges[block]) size += r.second;
+      const auto e = block_spectrum(h, ranges[block], c.per_block_steps, c.seed);
+      std::cerr << "normlab hessian: block " << block << " (" << size << " parameters) lambda_max "
+                << e.nodes.back() << "\n";
+      table += block + "," + std::to_string(size) + "," + csv_number(e.nodes.back()) + "," +
+               csv_number(e.nodes.front()) + "\n";
+      hvps += std::min(c.per_block_steps, size);
+    }
+    core::write_file_atomic((out / "per_block.csv").string(), table);
+  }
+
+  result["parameters"] = n;
+  result["sentences"] = h.sentences();
+  result["tokens"] = h.tokens();
+  result["hvps_this_run"] = hvps;
+  result["wall_s"] = p.wall_s + seconds_since(t0);
+  result["config"] = resolved;
+  result["config"]["steps"] = c.steps;
+  result["config"]["probes"] = c.probes;
+  result["config"]["top_k"] = c.top_k;
+  result["config"]["trace_samples"] = c.trace_samples;
+  result["config"]["bins"] = c.density.bins;
+  result["config"]["sigma"] = c.density.sigma_squared;
+  result["config"]["power"] = c.power;
+  result["config"]["power_iters"] = c.power_iterations;
+  result["config"]["power_tol"] = c.power_tol;
+  result["config"]["per_block"] = c.per_block;
+  result["config"]["per_block_steps"] = c.per_block_steps;
+  result["config"]["seed"] = c.seed;
+  result["config"]["save_every"] = c.save_every;
+  core::write_file_atomic((out / "hessian.json").string(), result.dump(2) + "\n");
+  std::cerr << "normlab hessian: lambda_max " << lambda_max << "  lambda_min " << lambda_min
+            << "  trace " << trace.trace << " +- " << trace.standard_error << "  (" << result["wall_s"]
+            << " s) -> " << out.string() << "\n";
+  return result;
+}
+
+}  // namespace normlab::analysis

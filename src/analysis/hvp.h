@@ -1,0 +1,68 @@
+// Exact full-data Hessian-vector products of the training loss by double back-propagation
+// (Pearlmutter 1994; REFERENCE §4): Hv = d/dθ (g(θ) · v), with the loss the label-smoothed
+// cross entropy averaged over ALL target tokens of the data set, dropout off.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <torch/types.h>
+
+#include "data/batch.h"
+#include "model/seq2seq.h"
+#include "train/loss.h"
+
+namespace normlab::analysis {
+
+// A symmetric operator on flat vectors (n) -> (n); the algorithms below see nothing else.
+using LinearOperator = std::function<torch::Tensor(const torch::Tensor&)>;
+
+struct LossOptions {
+  double label_smoothing = 0.1;
+  train::LabelSmoothingFormula formula = train::LabelSmoothingFormula::kUniform;
+};
+
+class FullDataHessian {
+ public:
+  // Parameters whose stored name matches `params_regex` (std::regex_search) span the vector
+  // space, in the model's order; the others are frozen (requires_grad off). The model is put
+  // in eval mode (dropout off). Throws std::invalid_argument when nothing matches or there
+  // are no target tokens.
+  FullDataHessian(model::Seq2Seq model, std::vector<data::Batch> batches, const LossOptions& loss,
+                  const std::string& params_regex, const torch::Device& device);
+
+  int64_t dim() const { return dim_; }
+  int64_t tokens() const { return tokens_; }        // target tokens of the whole set
+  int64_t sentences() const { return sentences_; }
+  const std::vector<std::pair<std::string, torch::Tensor>>& params() const { return params_; }
+  torch::Dtype dtype() const;
+
+  // H v over the whole set: sum over batches of the Hessian of each batch's summed loss
+  // (= its mean weighted by its target tokens), divided by tokens(). One batch's graph at a
+  // time. v (n) -> (n).
+  torch::Tensor hvp(const torch::Tensor& v) const;
+  // The full-data gradient (n) and loss per token.
+  std::pair<torch::Tensor, double> gradient() const;
+  LinearOperator as_operator() const;
+
+  // Offsets of each parameter inside the flat vector (params()[i] occupies
+  // [offset(i), offset(i) + numel)).
+  int64_t offset(size_t i) const { return offsets_[i]; }
+
+ private:
+  torch::Tensor batch_loss(const data::Batch& b) const;  // summed label-smoothed loss, scalar
+  void add_flat(torch::Tensor& out, const std::vector<torch::Tensor>& parts) const;
+
+  mutable model::Seq2Seq model_;  // forward() is not const
+  std::vector<data::Batch> batches_;
+  LossOptions loss_;
+  torch::Device device_;
+  std::vector<std::pair<std::string, torch::Tensor>> params_;
+  std::vector<int64_t> offsets_;
+  int64_t dim_ = 0, tokens_ = 0, sentences_ = 0;
+};
+
+}  // namespace normlab::analysis

@@ -1,0 +1,165 @@
+// Full-data Hessian-vector products of a tiny Transformer (float64, 512 parameters): the
+// full Hessian assembled from HVPs of unit vectors, checked for symmetry and against
+// torch::linalg_eigvalsh, central finite differences of gradients, batching and Hutchinson.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "analysis/hessian_run.h"
+#include "analysis/hutchinson.h"
+#include "analysis/hvp.h"
+#include "analysis/lanczos.h"
+#include "model/init.h"
+#include "../model/tiny_model.h"
+
+namespace normlab::analysis {
+namespace {
+
+model::Seq2Seq tiny_model() {
+  auto c = test::tiny_config("post-ln");
+  c.d_model = 4;
+  c.ffn_dim = 8;
+  c.encoder_layers = c.decoder_layers = 1;
+  c.src_vocab_size = c.tgt_vocab_size = 10;
+  model::Seq2Seq net(c);
+  net->to(torch::kFloat64);
+  model::initialize(net, 5);
+  return net;
+}
+
+// 6 sentence pairs of 2..6 tokens; in `per_batch`-sentence batches.
+std::vector<data::Batch> tiny_batches(size_t per_batch) {
+  std::vector<data::Sentence> src, tgt;
+  for (int i = 0; i < 6; ++i) {
+    data::Sentence s, t;
+    for (int j = 0; j < 2 + i % 5; ++j) s.push_back(4 + (3 * i + j) % 6);
+    for (int j = 0; j < 2 + (i + 2) % 5; ++j) t.push_back(4 + (5 * i + 2 * j) % 6);
+    src.push_back(s);
+    tgt.push_back(t);
+  }
+  std::vector<data::Batch> out;
+  for (size_t b = 0; b < src.size(); b += per_batch) out.push_back(data::make_batch(src, tgt, b, std::min(src.size(), b + per_batch)));
+  return out;
+}
+
+FullDataHessian tiny_hessian(size_t per_batch, const std::string& params = ".*") {
+  return FullDataHessian(tiny_model(), tiny_batches(per_batch), LossOptions{}, params, torch::kCPU);
+}
+
+torch::Tensor full_matrix(const FullDataHessian& h) {
+  const auto n = h.dim();
+  auto m = torch::empty({n, n}, torch::kFloat64);
+  for (int64_t i = 0; i < n; ++i) {
+    auto e = torch::zeros({n}, torch::kFloat64);
+    e[i] = 1.0;
+    m[i] = h.hvp(e);  // row i = H e_i = column i
+  }
+  return m;
+}
+
+// ctest runs each test in its own process: the full matrix is built only by tests that use it.
+class TinyHessian : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    torch::set_num_threads(1);  // tiny ops: thread hand-offs would cost more than the work
+    hessian_ = new FullDataHessian(tiny_hessian(2));
+  }
+  static void TearDownTestSuite() {
+    delete hessian_;
+    delete matrix_;
+  }
+  static const torch::Tensor& matrix() {
+    if (!matrix_) matrix_ = new torch::Tensor(full_matrix(*hessian_));
+    return *matrix_;
+  }
+  static FullDataHessian* hessian_;
+  static torch::Tensor* matrix_;
+};
+FullDataHessian* TinyHessian::hessian_ = nullptr;
+torch::Tensor* TinyHessian::matrix_ = nullptr;
+
+TEST_F(TinyHessian, IsSymmetricAndIndefinite) {
+  const auto& h = matrix();
+  EXPECT_GT(hessian_->dim(), 500);
+  EXPECT_LT((h - h.t()).abs().max().item<double>(), 1e-10 * h.abs().max().item<double>());
+  auto eig = torch::linalg_eigvalsh(h);
+  EXPECT_LT(eig[0].item<double>(), 0.0);  // at initialisation the Hessian is indefinite
+  EXPECT_GT(eig[-1].item<double>(), 0.0);
+}
+
+TEST_F(TinyHessian, LanczosExtremesMatchEigvalsh) {
+  auto eig = torch::linalg_eigvalsh((matrix() + matrix().t()) / 2);
+  const double hi = eig[-1].item<double>(), lo = eig[0].item<double>();
+  const double radius = std::max(std::abs(hi), std::abs(lo));
+  auto s = lanczos_start(rademacher(hessian_->dim(), 1, torch::kFloat64));
+  lanczos_continue(hessian_->as_operator(), 120, s);
+  const auto e = tridiagonal_eigen(s.alpha, s.beta);
+  EXPECT_NEAR(e.nodes.back(), hi, 1e-6 * radius);
+  EXPECT_NEAR(e.nodes.front(), lo, 1e-6 * radius);
+}
+
+TEST_F(TinyHessian, HutchinsonWithinThreeStandardErrors) {
+  const double exact = matrix().trace().item<double>();
+  const auto t = summarize_trace(hutchinson_samples(hessian_->as_operator(), hessian_->dim(), torch::kFloat64, 3, 60));
+  EXPECT_LT(std::abs(t.trace - exact), 3 * t.standard_error) << "exact " << exact << " estimate " << t.trace;
+}
+
+// Hv against (g(theta + h v) - g(theta - h v)) / 2h.
+TEST_F(TinyHessian, MatchesCentralDifferencesOfGradients) {
+  const auto n = hessian_->dim();
+  auto v = torch::randn({n}, torch::kFloat64);
+  v /= v.norm();
+  const double step = 1e-5;
+  auto shift = [&](double by) {
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < hessian_->params().size(); ++i) {
+      const auto& p = hessian_->params()[i].second;
+      p.add_(v.narrow(0, hessian_->offset(i), p.numel()).view(p.sizes()), by);
+    }
+  };
+  shift(step);
+  auto plus = hessian_->gradient().first;
+  shift(-2 * step);
+  auto minus = hessian_->gradient().first;
+  shift(step);
+  auto fd = (plus - minus) / (2 * step);
+  auto hv = hessian_->hvp(v);
+  EXPECT_LT((fd - hv).norm().item<double>(), 1e-7 * hv.norm().item<double>());
+}
+
+TEST_F(TinyHessian, BatchingDoesNotChangeTheProduct) {
+  auto whole = tiny_hessian(6);
+  auto single = tiny_hessian(1);
+  ASSERT_EQ(whole.tokens(), hessian_->tokens());
+  auto v = torch::randn({whole.dim()}, torch::kFloat64);
+  auto ref = whole.hvp(v);
+  EXPECT_LT((hessian_->hvp(v) - ref).abs().max().item<double>(), 1e-13 * ref.abs().max().item<double>());
+  EXPECT_LT((single.hvp(v) - ref).abs().max().item<double>(), 1e-13 * ref.abs().max().item<double>());
+}
+
+// --params: the Hessian of a subset is the principal sub-matrix of the full one.
+TEST_F(TinyHessian, ParameterSubsetIsPrincipalSubmatrix) {
+  auto sub = tiny_hessian(2, "^decoder\\.layers\\.0\\.fc");
+  std::vector<int64_t> idx;
+  for (size_t i = 0; i < hessian_->params().size(); ++i) {
+    const auto& name = hessian_->params()[i].first;
+    if (name.rfind("decoder.layers.0.fc", 0) != 0) continue;
+    for (int64_t j = 0; j < hessian_->params()[i].second.numel(); ++j) idx.push_back(hessian_->offset(i) + j);
+  }
+  ASSERT_EQ(sub.dim(), static_cast<int64_t>(idx.size()));
+  auto index = torch::tensor(idx, torch::kInt64);
+  auto block = matrix().index_select(0, index).index_select(1, index);
+  auto v = torch::randn({sub.dim()}, torch::kFloat64);
+  EXPECT_LT((sub.hvp(v) - block.mv(v)).abs().max().item<double>(), 1e-12 * block.abs().max().item<double>() * 10);
+  EXPECT_THROW(tiny_hessian(2, "^no such parameter$"), std::invalid_argument);
+}
+
+TEST(HessianBlocks, NamesFollowLayers) {
+  EXPECT_EQ(parameter_block("encoder.layers.3.fc1.weight"), "encoder.layers.3");
+  EXPECT_EQ(parameter_block("decoder.layers.11.self_attn.k_proj.bias"), "decoder.layers.11");
+  EXPECT_EQ(parameter_block("encoder.embed_tokens.weight"), "embeddings");
+  EXPECT_EQ(parameter_block("decoder.output_projection.weight"), "embeddings");
+  EXPECT_EQ(parameter_block("decoder.layer_norm.weight"), "other");
+}
+
+}  // namespace
+}  // namespace normlab::analysis
