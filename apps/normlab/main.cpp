@@ -40,6 +40,9 @@ int main(int argc, char** argv) {
   add(app::add_bpe_command);
   add(app::add_train_command);
   add(app::add_bleu_command);
+  add(app::add_synth_command);
+  add(app::add_run_command);
+  add(app::add_report_command);
 
   try {
     app.parse(argc, argv);
