@@ -94,8 +94,9 @@ bool draw(const HeatMap& m, const std::string& dir) {
   if (!any) return false;
   const std::string setup = "set title " + quote(m.title) + "\nset xlabel " + quote(m.xlabel) +
                             "\nset ylabel " + quote(m.ylabel) + "\nset cblabel " + quote("log10 " + m.cblabel) +
-                            "\nset view map\nset pm3d corners2color c1\nset palette rgbformulae 33,13,10\nunset key\n";
-  const std::string plot = "splot " + quote(m.name + ".dat") + " using 1:2:3 with pm3d";
+                            "\nset autoscale fix\nset palette rgbformulae 33,13,10\nunset key\n";
+  // One pixel per (x, y) centred on it; NaN (no count) is left blank.
+  const std::string plot = "plot " + quote(m.name + ".dat") + " using 1:2:3 with image";
   render(dir, m.name, setup, plot, data);
   return true;
 }

@@ -117,7 +117,7 @@ def main():
         ("final_valid_loss(b) < final_valid_loss(c)", 0, True),  # a diverged cell's final loss is inf
         ("final_valid_loss(f) < 1", 0, None),  # failed cell: not measured
         ("diverged(n)", 0, None),  # no such cell
-        ("max(best_valid_loss(*)) < 3.4", 0, max(min(v) for v in valid.values()) < 3.4),
+        ("max(best_valid_loss([abc])) < 3.4", 0, max(min(v) for v in valid.values()) < 3.4),
         ("best_valid_bleu(a) > 2 * best_valid_bleu(b) - 3", 0, 10 * (5 - 2.5) > 2 * 10 * (5 - 3.3) - 3),
         ('json(h1, "hessian.json", "lambda_max") > json(h2, "hessian.json", "lambda_max")', 0, True),
         ('csv(q, "perturb.csv", "encoder_change", "max", "scheme=post-ln") > '
