@@ -396,7 +396,7 @@ ReportSummary write_report(const ReportOptions& options) {
       }
       md += "\nRules: `reproduced` when the recipe's rule holds on the measured values, `not reproduced` when it "
             "does not, `inconclusive` when a value it needs was not measured (a cell failed or did not run) or two "
-            "compared values differ by less than the claim's margin.\n" + table;
+            "compared values differ by at most the claim's margin.\n" + table;
     }
     md += "\n### Cells\n\n" + cell_table(s);
     for (const auto& c : s.cells) {
