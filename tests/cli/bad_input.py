@@ -158,7 +158,7 @@ def main():
     cases += [(run(name), w(name) + expected) for name, (_, expected) in recipes.items()]
     cases += [
         (run("r_missing.toml"), "cannot read recipe " + w("r_missing.toml")),
-        (run("r_no_title.toml", "--scale", "huge"), "--scale must be smoke, cpu or paper"),
+        (["run", w("r_no_title.toml"), "--out", w("run_out"), "--scale", "huge"], "--scale must be smoke, cpu or paper"),
         (["report", w("syn_missing")], w("syn_missing") + ": neither a `normlab run` folder"),
     ]
     failures = 0
