@@ -36,5 +36,8 @@ Runner add_perturb_command(CLI::App& app, const GlobalOptions& global);
 Runner add_translate_command(CLI::App& app, const GlobalOptions& global);
 Runner add_evaluate_command(CLI::App& app, const GlobalOptions& global);
 Runner add_hessian_command(CLI::App& app, const GlobalOptions& global);
+Runner add_synth_command(CLI::App& app, const GlobalOptions& global);
+Runner add_run_command(CLI::App& app, const GlobalOptions& global);
+Runner add_report_command(CLI::App& app, const GlobalOptions& global);
 
 }  // namespace normlab::app

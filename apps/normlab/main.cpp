@@ -45,6 +45,9 @@ int main(int argc, char** argv) {
   add(app::add_translate_command);
   add(app::add_evaluate_command);
   add(app::add_hessian_command);
+  add(app::add_synth_command);
+  add(app::add_run_command);
+  add(app::add_report_command);
 
   try {
     app.parse(argc, argv);

@@ -179,6 +179,43 @@ def main():
         (["hessian", "--vocab", model, "--data", w("missing"), "--out", w("hessian_out")], "cannot find " + w("missing.de")),
         (hessian("--vocab", model, *tiny[:-2], "--max-tokens", "3"), "more than --max-tokens 3"),
         (hessian("--vocab", model, *tiny[:-2], "--label-smoothing", "1"), "--label-smoothing must be in [0, 1)"),
+        (["synth", "--out", w("syn"), "--train", "0"], "--train must be positive"),
+        (["synth", "--out", w("syn"), "--min-length", "2"], "3 <= --min-length <= --max-length"),
+    ]
+    # Recipes: every problem names FILE:LINE (the line of the offending key or table).
+    good_cell = '[[cells]]\nname = "a"\noptions = { max-epochs = 1 }\n'
+    recipes = {
+        "r_syntax.toml": ('title = "x"\n[[cells]\n', ":2: "),
+        "r_unknown_top.toml": ('title = "x"\ncolour = 1\n' + good_cell, ":2: unknown key 'colour' in the recipe"),
+        "r_unknown_cell_key.toml": ('title = "x"\n[[cells]]\nname = "a"\nopts = {}\n', ":4: unknown key 'opts' in [[cells]]"),
+        "r_no_cells.toml": ('title = "x"\n', ":1: the recipe needs at least one [[cells]] table"),
+        "r_no_title.toml": (good_cell, ":1: the recipe needs a title"),
+        "r_grid_scalar.toml": ('title = "x"\n[[cells]]\nname = "a"\ngrid = { lr = 0.1 }\n', ":4: grid lr must be a list"),
+        "r_grid_empty.toml": ('title = "x"\n[[cells]]\nname = "a"\ngrid = { lr = [] }\n', ":4: cell 'a' grid: lr is an empty list"),
+        "r_option_list.toml": ('title = "x"\n[[cells]]\nname = "a"\noptions = { lr = [1, 2] }\n', ":4: cell 'a' options: lr is a list"),
+        "r_bad_option.toml": ('title = "x"\n[[cells]]\nname = "a"\n[cells.options]\nmax-epochs = 1\ncolour = 2\n',
+                              ":6: cell 'a': train has no option --colour"),
+        "r_bad_command.toml": ('title = "x"\n\n[[cells]]\nname = "a"\ncommand = "paint"\n', ":3: cell 'a': unknown command 'paint'"),
+        "r_duplicate.toml": ('title = "x"\n' + good_cell + good_cell, ":5: two cells are named 'a'"),
+        "r_bad_name.toml": ('title = "x"\n[[cells]]\nname = "a/b"\n', ":3: cell name 'a/b'"),
+        "r_bad_scale.toml": ('title = "x"\n' + good_cell + '[scale.huge.train]\nlr = 1\n', ":5: unknown key 'huge' in [scale]"),
+        "r_scale_list.toml": ('title = "x"\n' + good_cell + '[scale.smoke.train]\nlr = [1, 2]\n',
+                              ":6: lr is a list in [scale.smoke.train] but no train cell has it in its grid"),
+        "r_placeholder.toml": ('title = "x"\n[[cells]]\nname = "a"\noptions = { train = "{corpus}/train" }\n',
+                               ":4: unknown placeholder {corpus}"),
+        "r_claim_rule.toml": ('title = "x"\n' + good_cell + '[[claims]]\ntext = "t"\nrule = "final_valid_loss(a) <"\n',
+                              ":7: rule 'final_valid_loss(a) <': expected a number"),
+        "r_claim_metric.toml": ('title = "x"\n' + good_cell + '[[claims]]\ntext = "t"\nrule = "bleu(a) > 1"\n',
+                                ":7: rule 'bleu(a) > 1': expected a number, a metric"),
+        "r_synth_key.toml": ('title = "x"\n[synth]\nsize = 3\n' + good_cell, ":3: unknown key 'size' in [synth]"),
+    }
+    write_files(w, {name: text for name, (text, _) in recipes.items()})
+    run = lambda recipe, *more: ["run", w(recipe), "--out", w("run_out"), "--scale", "smoke", *more]
+    cases += [(run(name), w(name) + expected) for name, (_, expected) in recipes.items()]
+    cases += [
+        (run("r_missing.toml"), "cannot read recipe " + w("r_missing.toml")),
+        (["run", w("r_no_title.toml"), "--out", w("run_out"), "--scale", "huge"], "--scale must be smoke, cpu or paper"),
+        (["report", w("syn_missing")], w("syn_missing") + ": neither a `normlab run` folder"),
     ]
     failures = 0
     for argv, expected in cases:

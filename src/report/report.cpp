@@ -1,0 +1,431 @@
+#include "report/report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+#include "core/file_io.h"
+#include "recipe/recipe.h"
+#include "recipe/results.h"
+#include "report/claims.h"
+#include "report/plots.h"
+
+namespace normlab::report {
+namespace {
+
+namespace fs = std::filesystem;
+using recipe::CellResult;
+using recipe::CsvTable;
+
+// The result files a folder may hold; a folder with none of them is not a result folder.
+const char* const kResultFiles[] = {"metrics.jsonl", "grad_norms.csv", "hidden_norms.csv", "trace/histograms.csv",
+                                    "trace/ln_inputs.csv", "perturb.csv", "density.csv"};
+
+// One folder given to the report: a recipe run (run.json + cells/) or a single result folder.
+struct Source {
+  std::string dir, prefix;  // prefix: distinguishes figure names when several folders are given
+  std::string title, description, paper, scale, recipe_path;
+  std::vector<CellResult> cells;
+  std::vector<recipe::Claim> claims;
+};
+
+struct FigureRef {
+  std::string kind, name, caption;  // name: file stem under figures/
+};
+
+double to_double(const std::string& s) {
+  if (s.empty()) return std::nan("");
+  char* end = nullptr;
+  const double x = std::strtod(s.c_str(), &end);
+  return end && *end == '\0' ? x : std::nan("");
+}
+
+std::string show(double x, int digits = 4) {
+  if (std::isnan(x)) return "-";
+  if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.*g", digits, x);
+  return buf;
+}
+
+// Named constructors (aggregate initialisation would leave fields to -Wextra's warnings).
+LineFigure line_figure(const std::string& name, const std::string& title, const std::string& xlabel,
+                       const std::string& ylabel, bool logy = false) {
+  LineFigure f;
+  f.name = name;
+  f.title = title;
+  f.xlabel = xlabel;
+  f.ylabel = ylabel;
+  f.logy = logy;
+  return f;
+}
+
+Series series(const std::string& title, bool dashed = false) {
+  Series s;
+  s.title = title;
+  s.dashed = dashed;
+  return s;
+}
+
+Source load_source(const std::string& dir) {
+  Source s;
+  s.dir = fs::absolute(dir).lexically_normal().string();
+  if (fs::exists(s.dir + "/run.json")) {
+    const auto bytes = core::read_file(s.dir + "/run.json");
+    const auto run = nlohmann::json::parse(bytes.begin(), bytes.end());
+    s.title = run.at("title").get<std::string>();
+    s.scale = run.at("scale").get<std::string>();
+    s.recipe_path = run.at("recipe").get<std::string>();
+    const auto r = recipe::load_recipe(s.dir + "/recipe.toml", recipe::parse_scale(s.scale));
+    s.description = r.description;
+    s.paper = r.paper;
+    s.claims = r.claims;
+    for (const auto& c : run.at("cells")) s.cells.push_back(recipe::read_cell(s.dir + "/cells", c.at("name")));
+    return s;
+  }
+  bool any = false;
+  for (const char* f : kResultFiles) any = any || fs::exists(s.dir + "/" + f);
+  if (!any)
+    throw std::invalid_argument(dir + ": neither a `normlab run` folder (run.json) nor a result folder "
+                                "(metrics.jsonl, grad_norms.csv, perturb.csv, density.csv, trace/...)");
+  CellResult c;
+  c.name = fs::path(s.dir).filename().string();
+  c.dir = s.dir;
+  c.status = "ok";
+  for (const auto& r : recipe::read_metrics(s.dir + "/metrics.jsonl"))
+    if (r.diverged) c.status = "diverged";
+  s.title = "results in " + s.dir;
+  s.cells.push_back(c);
+  return s;
+}
+
+bool has(const CellResult& c, const std::string& file) {
+  return c.status != "not run" && fs::exists(c.dir + "/" + file);
+}
+
+// ---- training curves (metrics.jsonl) ----
+void training_figures(const Source& s, const std::string& fig_dir, std::vector<FigureRef>& out) {
+  LineFigure valid = line_figure(s.prefix + "valid-loss", s.title + ": validation loss", "epoch", "validation loss (nats/token)");
+  LineFigure bleu = line_figure(s.prefix + "valid-bleu", s.title + ": validation BLEU", "epoch", "BLEU");
+  LineFigure train = line_figure(s.prefix + "train-loss", s.title + ": training loss", "update", "training loss (nats/token)");
+  for (const auto& c : s.cells) {
+    if (!has(c, "metrics.jsonl")) continue;
+    const std::string label = c.name + (c.status == "diverged" ? " (diverged)" : "");
+    Series v = series(label), b = series(label), t = series(label);
+    for (const auto& r : recipe::read_metrics(c.dir + "/metrics.jsonl")) {
+      if (r.validation) {
+        v.points.emplace_back(static_cast<double>(r.epoch), r.valid_loss);
+        b.points.emplace_back(static_cast<double>(r.epoch), r.valid_bleu);
+      } else if (!r.diverged) {
+        t.points.emplace_back(static_cast<double>(r.step), r.loss);
+      }
+    }
+    valid.series.push_back(v);
+    bleu.series.push_back(b);
+    train.series.push_back(t);
+  }
+  if (draw(valid, fig_dir)) out.push_back({"training", valid.name, "Validation loss against epoch, one line per cell"});
+  if (draw(bleu, fig_dir)) out.push_back({"training", bleu.name, "Validation BLEU against epoch"});
+  if (draw(train, fig_dir)) out.push_back({"training", train.name, "Training loss against update (logged records)"});
+}
+
+// Rows grouped by the values of `keys`, in first-appearance order.
+std::vector<std::pair<std::string, std::vector<const std::vector<std::string>*>>> group(
+    const CsvTable& t, const std::vector<std::string>& keys, const std::string& path) {
+  std::vector<int> cols;
+  for (const auto& k : keys) {
+    cols.push_back(t.column(k));
+    if (cols.back() < 0) throw std::runtime_error(path + ": no column '" + k + "'");
+  }
+  std::vector<std::pair<std::string, std::vector<const std::vector<std::string>*>>> groups;
+  for (const auto& row : t.rows) {
+    std::string label;
+    for (size_t i = 0; i < cols.size(); ++i) label += (i ? " " : "") + row[cols[i]];
+    auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == label; });
+    if (it == groups.end()) groups.push_back({label, {}}), it = groups.end() - 1;
+    it->second.push_back(&row);
+  }
+  return groups;
+}
+
+double field(const CsvTable& t, const std::vector<std::string>& row, const std::string& column, const std::string& path) {
+  const int c = t.column(column);
+  if (c < 0) throw std::runtime_error(path + ": no column '" + column + "'");
+  return to_double(row[c]);
+}
+
+// ---- probe: gradient norms and hidden-state norms against layer ----
+void probe_figures(const Source& s, const std::string& fig_dir, std::vector<FigureRef>& out, std::string& tables) {
+  for (const auto& c : s.cells) {
+    if (has(c, "grad_norms.csv")) {
+      const std::string path = c.dir + "/grad_norms.csv";
+      const auto t = recipe::read_csv(path);
+      LineFigure f = line_figure(s.prefix + "grad-norms-" + c.name, c.name + ": gradient norm at initialisation", "layer",
+                   "expected gradient norm", true);
+      tables += "\n| " + c.name + ": scheme stack | layers | first layer | last layer | last/first |\n|---|---|---|---|---|\n";
+      const int param = t.column("param");
+      for (const auto& [label, rows] : group(t, {"scheme", "stack"}, path)) {
+        // Xiong Fig. 3 shows W^{2,L} (the FFN's second weight, fc2.weight); other layers'
+        // parameters are summed in quadrature when a stack has none.
+        auto is_fc2 = [&](const std::vector<std::string>& r) {
+          const std::string suffix = "fc2.weight";
+          return param >= 0 && r[param].size() >= suffix.size() &&
+                 r[param].compare(r[param].size() - suffix.size(), suffix.size(), suffix) == 0;
+        };
+        bool fc2 = false;
+        for (const auto* r : rows) fc2 = fc2 || is_fc2(*r);
+        std::map<double, double> by_layer;
+        for (const auto* r : rows) {
+          const double layer = field(t, *r, "layer", path);
+          if (layer < 0) continue;
+          if (fc2 && !is_fc2(*r)) continue;
+          const double g = field(t, *r, "expected_grad_norm_mean", path);
+          by_layer[layer] += g * g;
+        }
+        if (by_layer.empty()) continue;
+        Series line = series(label + (fc2 ? " fc2.weight" : " all parameters"));
+        for (const auto& [layer, sq] : by_layer) line.points.emplace_back(layer, std::sqrt(sq));
+        const double first = line.points.front().second, last = line.points.back().second;
+        tables += "| " + label + " | " + std::to_string(by_layer.size()) + " | " + show(first) + " | " + show(last) +
+                  " | " + show(last / first) + " |\n";
+        f.series.push_back(line);
+      }
+      if (draw(f, fig_dir))
+        out.push_back({"probe", f.name, "Gradient norm against layer (" + c.name + ", grad_norms.csv)"});
+    }
+    if (has(c, "hidden_norms.csv")) {
+      const std::string path = c.dir + "/hidden_norms.csv";
+      const auto t = recipe::read_csv(path);
+      LineFigure f = line_figure(s.prefix + "hidden-norms-" + c.name, c.name + ": hidden-state norms and Lemma 2", "layer",
+                   "norm", true);
+      for (const auto& [label, rows] : group(t, {"scheme", "stack", "quantity"}, path)) {
+        Series v = series(label), lo = series(label + " Lemma 2 lower", true),
+               hi = series(label + " Lemma 2 upper", true), lemma = series(label + " Lemma 2", true);
+        for (const auto* r : rows) {
+          const double layer = field(t, *r, "layer", path);
+          v.points.emplace_back(layer, field(t, *r, "value_mean", path));
+          lemma.points.emplace_back(layer, field(t, *r, "lemma_value", path));
+          lo.points.emplace_back(layer, field(t, *r, "lemma_lower", path));
+          hi.points.emplace_back(layer, field(t, *r, "lemma_upper", path));
+        }
+        f.series.insert(f.series.end(), {v, lemma, lo, hi});
+      }
+      if (draw(f, fig_dir))
+        out.push_back({"probe", f.name, "Hidden-state norm against layer, dashed: Lemma 2's value and bounds (" +
+                                            c.name + ", hidden_norms.csv)"});
+    }
+  }
+}
+
+// ---- trace: histograms over steps, LayerNorm input norms over steps ----
+void trace_figures(const Source& s, const std::string& fig_dir, std::vector<FigureRef>& out) {
+  for (const auto& c : s.cells) {
+    if (has(c, "trace/histograms.csv")) {
+      const std::string path = c.dir + "/trace/histograms.csv";
+      const auto t = recipe::read_csv(path);
+      for (const auto& [kind, rows] : group(t, {"kind"}, path)) {
+        // Counts summed over parameters; the zero bin (bin_lo = bin_hi = -inf) is not drawn.
+        std::map<double, std::map<double, double>> counts;  // step -> bin centre -> count
+        std::set<double> bins;
+        for (const auto* r : rows) {
+          const double lo = field(t, *r, "bin_lo", path), hi = field(t, *r, "bin_hi", path);
+          if (!std::isfinite(lo) || !std::isfinite(hi)) continue;
+          const double centre = 0.5 * (lo + hi);
+          counts[field(t, *r, "step", path)][centre] += field(t, *r, "count", path);
+          bins.insert(centre);
+        }
+        HeatMap m;
+        m.name = s.prefix + "histogram-" + kind + "-" + c.name;
+        m.title = c.name + ": " + kind + " histogram over steps";
+        m.xlabel = "step";
+        m.ylabel = "log10 |value| (bin centre)";
+        m.cblabel = "count";
+        m.ys.assign(bins.begin(), bins.end());
+        for (const auto& [step, by_bin] : counts) {
+          m.xs.push_back(step);
+          std::vector<double> column;
+          for (double b : m.ys) column.push_back(by_bin.count(b) ? by_bin.at(b) : 0.0);
+          m.value.push_back(column);
+        }
+        if (draw(m, fig_dir))
+          out.push_back({"trace", m.name, "Histogram of " + kind + " values over steps, all parameters (" + c.name +
+                                              ", trace/histograms.csv)"});
+      }
+    }
+    if (has(c, "trace/ln_inputs.csv")) {
+      const std::string path = c.dir + "/trace/ln_inputs.csv";
+      const auto t = recipe::read_csv(path);
+      for (const auto& [stack, rows] : group(t, {"stack"}, path)) {
+        LineFigure f = line_figure(s.prefix + "ln-inputs-" + stack + "-" + c.name, c.name + ": " + stack + " LayerNorm input norms",
+                     "step", "mean input norm", true);
+        CsvTable sub;
+        sub.columns = t.columns;
+        for (const auto* r : rows) sub.rows.push_back(*r);
+        for (const auto& [label, lrows] : group(sub, {"layer", "ln"}, path)) {
+          Series line = series("layer " + label);
+          for (const auto* r : lrows)
+            line.points.emplace_back(field(t, *r, "step", path), field(t, *r, "mean_input_norm", path));
+          f.series.push_back(line);
+        }
+        if (draw(f, fig_dir))
+          out.push_back({"trace", f.name, "LayerNorm input norms per layer over steps, " + stack + " (" + c.name +
+                                              ", trace/ln_inputs.csv)"});
+      }
+    }
+  }
+}
+
+// ---- perturb: output change against depth ----
+void perturb_figures(const Source& s, const std::string& fig_dir, std::vector<FigureRef>& out, std::string& tables) {
+  for (const auto& c : s.cells) {
+    if (!has(c, "perturb.csv")) continue;
+    const std::string path = c.dir + "/perturb.csv";
+    const auto t = recipe::read_csv(path);
+    LineFigure f = line_figure(s.prefix + "perturb-" + c.name, c.name + ": output change against depth", "depth (layers)",
+                 "output change (mean over seeds)", true);
+    tables += "\n| " + c.name + ": scheme delta | depth | encoder change | decoder change |\n|---|---|---|---|\n";
+    for (const auto& [label, rows] : group(t, {"scheme", "delta"}, path)) {
+      std::map<double, std::pair<double, int>> enc, dec;  // depth -> (sum, n)
+      for (const auto* r : rows) {
+        const double depth = field(t, *r, "depth", path);
+        enc[depth].first += field(t, *r, "encoder_change", path);
+        enc[depth].second += 1;
+        dec[depth].first += field(t, *r, "decoder_change", path);
+        dec[depth].second += 1;
+      }
+      Series e = series(label + " encoder"), d = series(label + " decoder", true);
+      for (const auto& [depth, v] : enc) {
+        e.points.emplace_back(depth, v.first / v.second);
+        d.points.emplace_back(depth, dec[depth].first / dec[depth].second);
+        tables += "| " + label + " | " + show(depth) + " | " + show(v.first / v.second) + " | " +
+                  show(dec[depth].first / dec[depth].second) + " |\n";
+      }
+      f.series.insert(f.series.end(), {e, d});
+    }
+    if (draw(f, fig_dir)) out.push_back({"perturb", f.name, "Output change against depth (" + c.name + ", perturb.csv)"});
+  }
+}
+
+// ---- hessian: spectral densities with lambda_max marked ----
+void hessian_figures(const Source& s, const std::string& fig_dir, std::vector<FigureRef>& out, std::string& tables) {
+  LineFigure f = line_figure(s.prefix + "hessian-density", s.title + ": Hessian spectral density", "eigenvalue", "density", true);
+  std::string rows;
+  for (const auto& c : s.cells) {
+    if (!has(c, "density.csv")) continue;
+    const std::string path = c.dir + "/density.csv";
+    const auto t = recipe::read_csv(path);
+    Series line = series(c.name);
+    for (const auto& r : t.rows) line.points.emplace_back(field(t, r, "lambda", path), field(t, r, "density", path));
+    f.series.push_back(line);
+    if (!fs::exists(c.dir + "/hessian.json")) continue;
+    const auto bytes = core::read_file(c.dir + "/hessian.json");
+    const auto h = nlohmann::json::parse(bytes.begin(), bytes.end());
+    auto num = [&](const char* k) { return h.contains(k) && h[k].is_number() ? h[k].get<double>() : std::nan(""); };
+    f.marks.emplace_back(num("lambda_max"), "lambda_max " + c.name);
+    rows += "| " + c.name + " | " + show(num("lambda_max")) + " | " + show(num("lambda_min")) + " | " +
+            show(num("trace")) + " | " + show(num("trace_stderr")) + " | " + show(num("sentences")) + " |\n";
+  }
+  if (!rows.empty())
+    tables += "\n| cell | lambda_max | lambda_min | trace | trace stderr | sentences |\n|---|---|---|---|---|---|\n" + rows;
+  if (draw(f, fig_dir))
+    out.push_back({"hessian", f.name, "Hessian spectral density (log scale), lambda_max marked (density.csv, hessian.json)"});
+}
+
+std::string cell_table(const Source& s) {
+  std::string md = "| cell | command | status | exit | wall s | final valid loss | best valid loss | final valid BLEU | epochs |\n"
+                   "|---|---|---|---|---|---|---|---|---|\n";
+  for (const auto& c : s.cells) {
+    const auto m = recipe::cell_metrics(c);
+    auto get = [&](const char* k) { return m.count(k) ? show(m.at(k)) : std::string("-"); };
+    md += "| " + c.name + " | " + (c.command.empty() ? "-" : c.command) + " | " + c.status + " | " +
+          (c.exit_code < 0 ? "-" : std::to_string(c.exit_code)) + " | " + show(c.wall_s, 3) + " | " +
+          get("final_valid_loss") + " | " + get("best_valid_loss") + " | " + get("final_valid_bleu") + " | " +
+          get("epochs") + " |\n";
+  }
+  return md;
+}
+
+std::string escape_cell(std::string s) {
+  for (size_t i = 0; (i = s.find('|', i)) != std::string::npos; i += 2) s.replace(i, 1, "\\|");
+  return s;
+}
+
+}  // namespace
+
+ReportSummary write_report(const ReportOptions& options) {
+  if (options.dirs.empty()) throw std::invalid_argument("report needs at least one folder");
+  std::vector<Source> sources;
+  for (size_t i = 0; i < options.dirs.size(); ++i) {
+    sources.push_back(load_source(options.dirs[i]));
+    if (options.dirs.size() > 1) sources.back().prefix = std::to_string(i + 1) + "-";
+  }
+  const std::string out = fs::absolute(options.out.empty() ? sources[0].dir + "/report" : options.out).string();
+  const std::string fig_dir = out + "/figures";
+  fs::create_directories(fig_dir);
+
+  ReportSummary summary;
+  summary.report_md = out + "/REPORT.md";
+  nlohmann::json json = {{"sources", nlohmann::json::array()}};
+  std::string md = "# normlab report\n\nWritten by `normlab report` from the files of the runs below; every number, "
+                   "figure and verdict comes from what these runs measured.\n";
+  for (const auto& s : sources) {
+    md += "\n## " + s.title + "\n\nFolder: `" + s.dir + "`" + (s.scale.empty() ? "" : ", scale `" + s.scale + "`") +
+          (s.recipe_path.empty() ? "" : ", recipe `" + s.recipe_path + "`") + ".\n";
+    if (!s.description.empty()) md += "\n" + s.description + "\n";
+    if (!s.paper.empty()) md += "\nPaper: " + s.paper + "\n";
+    nlohmann::json js = {{"dir", s.dir}, {"title", s.title}, {"scale", s.scale}, {"claims", nlohmann::json::array()},
+                         {"cells", nlohmann::json::array()}};
+    if (!s.claims.empty()) {
+      md += "\n### Verdicts\n\n";
+      std::string table = "\n| claim | paper | verdict | measured |\n|---|---|---|---|\n";
+      for (const auto& claim : s.claims) {
+        const Verdict v = evaluate_claim(claim, s.cells, s.dir + "/recipe.toml:" + std::to_string(claim.line));
+        md += "- **" + v.verdict + "**: " + claim.text + " (" + v.reason + ")\n";
+        table += "| " + escape_cell(claim.text) + " | " + escape_cell(claim.paper.empty() ? "-" : claim.paper) + " | " +
+                 v.verdict + " | " + escape_cell(v.reason) + " |\n";
+        summary.verdict_lines.push_back(v.verdict + ": " + claim.text + " -- " + v.reason);
+        js["claims"].push_back({{"text", claim.text}, {"rule", claim.rule}, {"paper", claim.paper},
+                                {"verdict", v.verdict}, {"reason", v.reason}});
+      }
+      md += "\nRules: `reproduced` when the recipe's rule holds on the measured values, `not reproduced` when it "
+            "does not, `inconclusive` when a value it needs was not measured (a cell failed or did not run) or two "
+            "compared values differ by at most the claim's margin.\n" + table;
+    }
+    md += "\n### Cells\n\n" + cell_table(s);
+    for (const auto& c : s.cells) {
+      nlohmann::json jc = {{"name", c.name}, {"status", c.status}, {"wall_s", c.wall_s}};
+      for (const auto& [k, v] : recipe::cell_metrics(c))
+        if (std::isfinite(v)) jc[k] = v;
+      js["cells"].push_back(jc);
+    }
+
+    std::vector<FigureRef> figures;
+    std::string tables;
+    training_figures(s, fig_dir, figures);
+    probe_figures(s, fig_dir, figures, tables);
+    trace_figures(s, fig_dir, figures);
+    perturb_figures(s, fig_dir, figures, tables);
+    hessian_figures(s, fig_dir, figures, tables);
+    if (!tables.empty()) md += "\n### Measurements\n" + tables;
+    if (!figures.empty()) md += "\n### Figures\n";
+    for (const auto& f : figures) {
+      md += "\n" + f.caption + "\n\n![" + f.name + "](figures/" + f.name + ".png) ([SVG](figures/" + f.name + ".svg))\n";
+      summary.figures.push_back(fig_dir + "/" + f.name + ".png");
+      js["figures"].push_back({{"kind", f.kind}, {"name", f.name}, {"png", "figures/" + f.name + ".png"},
+                               {"svg", "figures/" + f.name + ".svg"}});
+    }
+    json["sources"].push_back(js);
+  }
+  core::write_file_atomic(summary.report_md, md);
+  core::write_file_atomic(out + "/report.json", json.dump(1) + "\n");
+  return summary;
+}
+
+}  // namespace normlab::report

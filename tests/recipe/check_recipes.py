@@ -1,0 +1,218 @@
+#!/usr/bin/env python3
+"""`normlab run` and `normlab report` end to end.
+
+1. Grid expansion: `normlab run --dry-run` on a recipe with grids, global and per-cell scale
+   overrides lists exactly the cells itertools.product gives over the sorted grid keys (with
+   Python's own reading of the TOML and of the override rules of docs/recipes.md), with the
+   option values on their command lines.
+2. Every recipe in recipes/ parses and expands at every scale (--dry-run).
+3. recipes/demo.toml at the smoke scale, SIGKILLed while its second cell runs and run again:
+   the finished first cell is not run again (cell.json bytes and mtime untouched, "skipped" on
+   stderr), the interrupted cell resumes and every cell ends ok or diverged; a third run runs
+   nothing. Then `normlab report` draws its figures (valid PNG and SVG) and tables and gives a
+   verdict line per claim; summary.csv has a row per cell with the status in cell.json."""
+import argparse
+import glob
+import itertools
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import tomllib
+import xml.etree.ElementTree as ET
+
+GRID_RECIPE = """
+title = "grid test"
+[defaults.train]
+train = "{train}"
+valid = "{valid}"
+max-epochs = 1
+lr = 0.5
+
+[[cells]]
+name = "a"
+options = { scheme = "post-ln", max-epochs = 3 }
+grid = { optimizer = ["adam", "sgd"], lr = [5e-4, 1e-3, 2e-3], warmup-steps = [0, 10], encoder-layers = [1, 2] }
+scale.smoke = { lr = [1e-3, 3e-3], fail-on-divergence = true }
+
+[[cells]]
+name = "b"
+grid = { seed = [1, 2, 3], max-tokens = [100, 200] }
+
+[[cells]]
+name = "c"
+command = "train"
+options = { nesterov = false, clip-norm = 1 }
+
+[scale.smoke.train]
+max-epochs = 2
+encoder-layers = [3, 4, 5]
+seed = 7
+clip-norm = 0.5
+"""
+
+
+def fmt(v):
+    """How a TOML value appears on the command line and in cell names (docs/recipes.md)."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return repr(v) if isinstance(v, float) else str(v)
+
+
+def expected_cells(recipe, scale, data):
+    """Python's reading of docs/recipes.md's rules: defaults < cell options < [scale.S.CMD] <
+    the cell's scale.S; a scalar sets an option (and ends a grid over it), a list replaces the
+    grid values of a key the cell grids over; grid keys sorted, the last varying fastest."""
+    out = []
+    for cell in recipe["cells"]:
+        cmd = cell.get("command", "train")
+        opts = dict(recipe.get("defaults", {}).get(cmd, {}))
+        opts.update(cell.get("options", {}))
+        grid = dict(cell.get("grid", {}))
+        for layer in (recipe.get("scale", {}).get(scale, {}).get(cmd, {}), cell.get("scale", {}).get(scale, {})):
+            for k, v in layer.items():
+                if isinstance(v, list):
+                    if k in grid:
+                        grid[k] = v
+                else:
+                    opts[k] = v
+                    grid.pop(k, None)
+        for k in grid:
+            opts.pop(k, None)
+        keys = sorted(grid)
+        for values in itertools.product(*(grid[k] for k in keys)):
+            name = cell["name"] + "".join(f"_{k}={fmt(v)}" for k, v in zip(keys, values))
+            all_opts = dict(opts, **dict(zip(keys, values)))
+            args = [cmd]
+            for k in sorted(all_opts):
+                v = all_opts[k]
+                if v is False:
+                    continue
+                args.append("--" + k)
+                if v is not True:
+                    args.append(fmt(v).replace("{train}", data + "/train").replace("{valid}", data + "/valid"))
+            out.append((name, args))
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--normlab", required=True)
+    ap.add_argument("--recipes", required=True)
+    ap.add_argument("--workdir", required=True)
+    args = ap.parse_args()
+    shutil.rmtree(args.workdir, ignore_errors=True)
+    os.makedirs(args.workdir)
+    w = lambda name: os.path.join(args.workdir, name)
+    failures = []
+
+    def check(cond, what):
+        if not cond:
+            failures.append(what)
+
+    # 1. grid expansion against itertools.product
+    with open(w("grid.toml"), "w") as f:
+        f.write(GRID_RECIPE)
+    recipe = tomllib.loads(GRID_RECIPE)
+    for scale in ("smoke", "cpu"):
+        out = w(f"grid_{scale}")
+        r = subprocess.run([args.normlab, "run", w("grid.toml"), "--out", out, "--scale", scale, "--data", w("d"),
+                            "--dry-run"], capture_output=True, text=True)
+        check(r.returncode == 0, f"dry run {scale}: {r.stderr}")
+        got = [(l.split("\t")[0], l.split("\t")[1].split(" ")) for l in r.stdout.splitlines()]
+        want = []
+        for name, argv in expected_cells(recipe, scale, w("d")):
+            want.append((name, argv + ["--out", os.path.join(out, "cells", name)]))
+        check(got == want, f"grid at {scale}: {len(got)} cells, expected {len(want)}; first difference: " +
+              str(next(((g, e) for g, e in zip(got, want) if g != e), None)))
+        check(not os.path.exists(out), "--dry-run writes nothing")
+    check(len(expected_cells(recipe, "smoke", "")) == 3 * 2 * 2 * 2 + 2 + 1, "smoke grid size")
+
+    # 2. every shipped recipe at every scale
+    for path in sorted(glob.glob(os.path.join(args.recipes, "*.toml"))):
+        for scale in ("smoke", "cpu", "paper"):
+            r = subprocess.run([args.normlab, "run", path, "--out", w("dry"), "--scale", scale, "--dry-run"],
+                               capture_output=True, text=True)
+            check(r.returncode == 0 and r.stdout, f"{os.path.basename(path)} at {scale}: {r.stderr.strip()}")
+
+    # 3. the demo recipe at the smoke scale, killed and resumed
+    demo = os.path.join(args.recipes, "demo.toml")
+    out = w("demo")
+    cmd = [args.normlab, "run", demo, "--out", out, "--scale", "smoke", "--threads", "1", "--device", "cpu"]
+    start = time.time()
+    names = [l.split("\t")[0] for l in subprocess.run(cmd + ["--dry-run"], capture_output=True, text=True)
+             .stdout.splitlines()]
+    check(len(names) >= 3, f"demo cells: {names}")
+    first, second = names[0], names[1]
+    p = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
+    # Kill once the second cell has logged a training record (it is mid-run then).
+    while p.poll() is None and not os.path.exists(os.path.join(out, "cells", second, "metrics.jsonl")):
+        time.sleep(0.05)
+    killed = p.poll() is None
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    check(killed, "the run was still going when killed")
+    first_json = os.path.join(out, "cells", first, "cell.json")
+    check(os.path.exists(first_json), "the first cell finished before the kill")
+    check(not os.path.exists(os.path.join(out, "cells", second, "cell.json")), "the second cell was interrupted")
+    before = (os.stat(first_json).st_mtime_ns, open(first_json, "rb").read())
+    time.sleep(1.0)  # the killed runner's child must not outlive it (PR_SET_PDEATHSIG)
+    ckpt = os.path.join(out, "cells", second, "metrics.jsonl")
+    size = os.path.getsize(ckpt)
+    time.sleep(1.0)
+    check(os.path.getsize(ckpt) == size, "no orphan keeps training after the runner was killed")
+
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    check(r.returncode == 0, f"resumed run: {r.stderr[-800:]}")
+    check(f"{first}: ok before, skipped" in r.stderr or f"{first}: diverged before, skipped" in r.stderr,
+          "the finished cell is skipped")
+    check((os.stat(first_json).st_mtime_ns, open(first_json, "rb").read()) == before, "first cell.json untouched")
+    second_log = open(os.path.join(out, "cells", second, "cell.log")).read()
+    check(second_log.count("# /proc/self/exe ") >= 2, "the interrupted cell ran twice (appended log)")
+    stamps = {n: os.stat(os.path.join(out, "cells", n, "cell.json")).st_mtime_ns for n in names}
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    check(r.returncode == 0 and r.stderr.count("before, skipped") == len(names), "a third run runs nothing")
+    check(stamps == {n: os.stat(os.path.join(out, "cells", n, "cell.json")).st_mtime_ns for n in names},
+          "no cell.json rewritten by the third run")
+    statuses = {}
+    for n in names:
+        c = json.load(open(os.path.join(out, "cells", n, "cell.json")))
+        statuses[n] = c["status"]
+        check(c["status"] in ("ok", "diverged") and c["exit_code"] == 0, f"{n}: {c['status']} {c['exit_code']}")
+        check(c["argv"][0] == "train" and os.path.join(out, "cells", n) in c["argv"], f"{n} argv")
+    rows = [l.split(",") for l in open(os.path.join(out, "summary.csv")).read().splitlines()]
+    check(rows[0][:5] == ["cell", "command", "status", "exit_code", "wall_s"], f"summary header {rows[0]}")
+    check({r[0]: r[2] for r in rows[1:]} == statuses, "summary.csv statuses = cell.json statuses")
+
+    r = subprocess.run([args.normlab, "report", out], capture_output=True, text=True, timeout=300)
+    check(r.returncode == 0, f"report: {r.stderr}")
+    rep = json.load(open(os.path.join(out, "report", "report.json")))["sources"][0]
+    figs = {f["name"] for f in rep.get("figures", [])}
+    check(figs == {"valid-loss", "train-loss"}, f"demo figures: {figs}")
+    for f in rep.get("figures", []):
+        png = os.path.join(out, "report", f["png"])
+        check(open(png, "rb").read(8) == b"\x89PNG\r\n\x1a\n" and os.path.getsize(png) > 2000, f"{png} is a PNG")
+        try:
+            check(ET.parse(os.path.join(out, "report", f["svg"])).getroot().tag.endswith("svg"), f"{f['svg']}")
+        except ET.ParseError as e:
+            failures.append(f"{f['svg']}: {e}")
+    md = open(os.path.join(out, "report", "REPORT.md")).read()
+    n_claims = len(tomllib.load(open(demo, "rb"))["claims"])
+    check(len(rep["claims"]) == n_claims and all(c["verdict"] in ("reproduced", "not reproduced", "inconclusive")
+                                                 for c in rep["claims"]), "a verdict per claim")
+    check("### Verdicts" in md and "| claim | paper | verdict | measured |" in md, "claims table")
+    check(all(f"| {n} | train | {statuses[n]} |" in md for n in names), "cells table: a row per cell")
+    check(sum(l.startswith(("  reproduced", "  not reproduced", "  inconclusive")) for l in r.stderr.splitlines())
+          == n_claims, "verdict lines on stderr")
+
+    for f in failures:
+        print("FAIL:", f)
+    print(f"{len(failures)} failures; demo smoke run, resume and report took {time.time() - start:.1f} s")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
