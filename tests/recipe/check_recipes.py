@@ -182,7 +182,7 @@ def main():
         c = json.load(open(os.path.join(out, "cells", n, "cell.json")))
         statuses[n] = c["status"]
         check(c["status"] in ("ok", "diverged") and c["exit_code"] == 0, f"{n}: {c['status']} {c['exit_code']}")
-        check(c["argv"][0] == "train" and os.path.join(out, "cells", n) in c["argv"], f"{n} argv")
+        check(c["argv"][0] == c["command"] and os.path.join(out, "cells", n) in c["argv"], f"{n} argv")
     rows = [l.split(",") for l in open(os.path.join(out, "summary.csv")).read().splitlines()]
     check(rows[0][:5] == ["cell", "command", "status", "exit_code", "wall_s"], f"summary header {rows[0]}")
     check({r[0]: r[2] for r in rows[1:]} == statuses, "summary.csv statuses = cell.json statuses")
@@ -191,7 +191,7 @@ def main():
     check(r.returncode == 0, f"report: {r.stderr}")
     rep = json.load(open(os.path.join(out, "report", "report.json")))["sources"][0]
     figs = {f["name"] for f in rep.get("figures", [])}
-    check(figs == {"valid-loss", "train-loss"}, f"demo figures: {figs}")
+    check(figs == {"valid-loss", "train-loss", "grad-norms-probe", "hidden-norms-probe"}, f"demo figures: {figs}")
     for f in rep.get("figures", []):
         png = os.path.join(out, "report", f["png"])
         check(open(png, "rb").read(8) == b"\x89PNG\r\n\x1a\n" and os.path.getsize(png) > 2000, f"{png} is a PNG")
@@ -204,7 +204,8 @@ def main():
     check(len(rep["claims"]) == n_claims and all(c["verdict"] in ("reproduced", "not reproduced", "inconclusive")
                                                  for c in rep["claims"]), "a verdict per claim")
     check("### Verdicts" in md and "| claim | paper | verdict | measured |" in md, "claims table")
-    check(all(f"| {n} | train | {statuses[n]} |" in md for n in names), "cells table: a row per cell")
+    commands = {n: json.load(open(os.path.join(out, "cells", n, "cell.json")))["command"] for n in names}
+    check(all(f"| {n} | {commands[n]} | {statuses[n]} |" in md for n in names), "cells table: a row per cell")
     check(sum(l.startswith(("  reproduced", "  not reproduced", "  inconclusive")) for l in r.stderr.splitlines())
           == n_claims, "verdict lines on stderr")
 
