@@ -31,23 +31,26 @@ namespace {
 constexpr const char* kRngKey = "rng/cpu";
 constexpr const char* kOptimizerPrefix = "optimizer/";
 
-// Progress lines to stderr and RUN_DIR/train.log; records to RUN_DIR/metrics.jsonl.
+// Progress lines to stderr and RUN_DIR/train.log; records to RUN_DIR/metrics.jsonl. The
+// metrics file is opened per record: a resume replaces it (truncate_metrics renames a new file
+// over it), and a stream kept open would go on writing into the replaced, unlinked file.
 class RunLog {
  public:
-  explicit RunLog(const fs::path& dir)
-      : log_(dir / "train.log", std::ios::app), metrics_(dir / "metrics.jsonl", std::ios::app) {}
+  explicit RunLog(const fs::path& dir) : log_(dir / "train.log", std::ios::app), metrics_(dir / "metrics.jsonl") {}
   void line(const std::string& text) {
     std::cerr << text << "\n";
     log_ << text << "\n";
     log_.flush();
   }
   void record(const nlohmann::json& j) {
-    metrics_ << j.dump() << "\n";
-    metrics_.flush();
+    std::ofstream out(metrics_, std::ios::app);
+    out << j.dump() << "\n";
+    if (!out.flush()) throw std::runtime_error("cannot append to " + metrics_.string());
   }
 
  private:
-  std::ofstream log_, metrics_;
+  std::ofstream log_;
+  fs::path metrics_;
 };
 
 // Drops the records that the resumed run will write again: those of updates after `update`,

@@ -75,6 +75,8 @@ def main():
     r = run("--max-epochs", "3", "--log-interval", "5", "--keep-last", "1", "--warmup-steps", "5",
             "--save-interval", "2", "--out", w("ok"))
     check(r.returncode == 0 and "resuming at update" in r.stderr, f"continues with a new limit: {r.stderr}")
+    valid = [json.loads(l) for l in open(w("ok/metrics.jsonl")) if "valid_loss" in l]
+    check([x["epoch"] for x in valid] == [1, 2, 3], f"the resumed run's records reach metrics.jsonl: {valid}")
     ckpts = os.listdir(w("ok/checkpoints"))
     check("checkpoint2.pt" in ckpts and "checkpoint3.pt" not in ckpts, f"--save-interval 2: {ckpts}")
 
