@@ -36,7 +36,9 @@ constexpr const char* kOptimizerPrefix = "optimizer/";
 // over it), and a stream kept open would go on writing into the replaced, unlinked file.
 class RunLog {
  public:
-  explicit RunLog(const fs::path& dir) : log_(dir / "train.log", std::ios::app), metrics_(dir / "metrics.jsonl") {}
+  explicit RunLog(const fs::path& dir) : log_(dir / "train.log", std::ios::app), metrics_(dir / "metrics.jsonl") {
+    std::ofstream(metrics_, std::ios::app);  // the run folder always has it, even before a record
+  }
   void line(const std::string& text) {
     std::cerr << text << "\n";
     log_ << text << "\n";
