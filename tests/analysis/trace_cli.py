@@ -4,30 +4,23 @@ of step 2 against numpy counting of the difference of the checkpoints saved afte
 and 2; every histogram's counts sum to the parameter's element count; one LayerNorm-input row
 per LayerNorm and step; a resumed run keeps the earlier rows; no trace folder when off; an
 unknown traced parameter and (probe) too few batches in the corpus end with exit code 2."""
-import argparse
 import csv
 import os
-import shutil
 import subprocess
 import sys
 from collections import defaultdict
 
 import numpy as np
 import torch
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import cli_setup  # noqa: E402
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--normlab", required=True)
-    ap.add_argument("--data", required=True)
-    ap.add_argument("--workdir", required=True)
-    args = ap.parse_args()
-    prefix = os.path.join(args.data, "multi30k", "val")
-    if not os.path.exists(prefix + ".de.gz"):
-        print(f"SKIP: no data at {args.data}")
+    setup = cli_setup.parse_and_prepare()
+    if setup is None:
         return 0
-    shutil.rmtree(args.workdir, ignore_errors=True)
-    os.makedirs(args.workdir)
+    args, prefix, _ = setup
     run_dir = os.path.join(args.workdir, "run")
     base = [args.normlab, "train", "--train", prefix, "--valid", prefix, "--vocab-size", "300",
             "--d-model", "16", "--ffn-dim", "32", "--heads", "2", "--encoder-layers", "2",

@@ -9,30 +9,22 @@ model trained for two epochs):
 - evaluate --json: BLEU and chrF equal sacreBLEU's Python API on the same hypotheses and
   references (to 1e-9), and the loss equals `normlab score` on the same pairs as ids.
 """
-import argparse
 import gzip
 import json
 import os
-import shutil
 import subprocess
 import sys
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import cli_setup  # noqa: E402
 
 LINES = 60  # sentences of val used for translate / evaluate
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--normlab", required=True)
-    ap.add_argument("--data", required=True)
-    ap.add_argument("--workdir", required=True)
-    args = ap.parse_args()
-    prefix = os.path.join(args.data, "multi30k", "val")
-    if not os.path.exists(prefix + ".de.gz"):
-        print(f"SKIP: no data at {args.data}")
+    setup = cli_setup.parse_and_prepare()
+    if setup is None:
         return 0
-    shutil.rmtree(args.workdir, ignore_errors=True)
-    os.makedirs(args.workdir)
-    w = lambda name: os.path.join(args.workdir, name)
+    args, prefix, w = setup
     failures = []
 
     def check(cond, what):

@@ -3,27 +3,19 @@
 the files it writes and their fields, divergence recorded and stopped cleanly (exit 0, or 3
 with --fail-on-divergence), a resumed RUN_DIR refusing a different experiment, --keep-last,
 and bad input as one line with exit code 2."""
-import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import cli_setup  # noqa: E402
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--normlab", required=True)
-    ap.add_argument("--data", required=True)
-    ap.add_argument("--workdir", required=True)
-    args = ap.parse_args()
-    prefix = os.path.join(args.data, "multi30k", "val")
-    if not os.path.exists(prefix + ".de.gz"):
-        print(f"SKIP: no data at {args.data}")
+    setup = cli_setup.parse_and_prepare()
+    if setup is None:
         return 0
-    shutil.rmtree(args.workdir, ignore_errors=True)
-    os.makedirs(args.workdir)
-    w = lambda name: os.path.join(args.workdir, name)
+    args, prefix, w = setup
     tiny = {"--train": prefix, "--valid": prefix, "--vocab-size": "300", "--d-model": "16",
             "--ffn-dim": "32", "--heads": "2", "--encoder-layers": "1", "--decoder-layers": "1",
             "--max-tokens": "1000", "--threads": "1", "--device": "cpu"}
