@@ -13,8 +13,8 @@
 #include "core/problems.h"
 #include "core/runtime.h"
 #include "data/corpus.h"
-#include "decode/evaluation.h"
 #include "decode_options.h"
+#include "metrics/evaluation.h"
 #include "metrics/text.h"
 #include "train/corpus_loss.h"
 
@@ -86,7 +86,7 @@ Runner add_evaluate_command(CLI::App& app, const GlobalOptions& global) {
       for (const auto& t : texts) out += t + "\n";
       core::write_file_atomic(o->hyp_out, out);
     }
-    const auto scores = decode::score_texts(texts, refs);
+    const auto scores = metrics::score_texts(texts, refs);
 
     // Teacher-forced loss over the pairs training would keep (both sides non-empty, fitting).
     data::FilterOptions filter;

@@ -9,6 +9,7 @@
 #include "analysis/hessian_run.h"
 #include "analysis/hvp.h"
 #include "commands.h"
+#include "decode_options.h"
 #include "core/hash.h"
 #include "core/problems.h"
 #include "core/runtime.h"
@@ -19,7 +20,7 @@
 #include "model/checkpoint.h"
 #include "model/init.h"
 #include "model_options.h"
-#include "train/trainer.h"
+#include "train/loss.h"
 
 namespace normlab::app {
 namespace {
@@ -34,28 +35,35 @@ struct HessianOptions {
   std::string ls_formula = "uniform", params = ".*", dtype = "float32";
 };
 
-// Vocabulary: --vocab FILE, else the one inside a `normlab train` checkpoint, else trained on
-// --vocab-train PREFIX as `normlab train` does (saved to OUT/vocab).
+// Vocabulary: --vocab FILE, else the checkpoint's own as translate finds it (inside a `normlab
+// train` checkpoint, else its run folder's), else trained on --vocab-train PREFIX as `normlab
+// train` does (saved to OUT/vocab). A checkpoint's model must have its size.
 data::Vocab load_vocab(const HessianOptions& o, const model::LoadedModel* loaded, nlohmann::json& resolved) {
-  if (!o.vocab.empty()) {
-    resolved["vocab"] = o.vocab;
-    return data::Vocab::load(o.vocab);
-  }
-  if (loaded && loaded->extra_tensors.count(model::kVocabTensor)) {
-    resolved["vocab"] = o.checkpoint + ":" + model::kVocabTensor;
-    return data::Vocab::from_bytes(model::tensor_bytes(loaded->extra_tensors.at(model::kVocabTensor)),
-                                   resolved["vocab"].get<std::string>());
-  }
-  if (o.vocab_train.empty())
-    throw std::invalid_argument("give --vocab FILE (a SentencePiece model) or --vocab-train PREFIX "
-                                "(train one on PREFIX.SRC/PREFIX.TGT as `normlab train` does)");
-  std::cerr << "normlab hessian: training a " << o.vocab_options.vocab_size << "-piece vocabulary on "
-            << o.vocab_train << "\n";
-  const auto bytes = data::train_vocab_on_corpus(o.vocab_train, o.src, o.tgt, o.vocab_options);
-  resolved["vocab"] = data::save_vocab(bytes, (std::filesystem::path(o.run.out) / "vocab").string());
-  resolved["vocab_train"] = o.vocab_train;
-  resolved["vocab_size"] = o.vocab_options.vocab_size;
-  return data::Vocab::from_bytes(bytes, resolved["vocab"].get<std::string>());
+  auto find = [&]() -> data::Vocab {
+    if (!o.vocab.empty()) {
+      resolved["vocab"] = o.vocab;
+      return data::Vocab::load(o.vocab);
+    }
+    std::string source;
+    if (loaded)
+      if (auto own = checkpoint_own_vocab(*loaded, o.checkpoint, source)) {
+        resolved["vocab"] = source;
+        return std::move(*own);
+      }
+    if (o.vocab_train.empty())
+      throw std::invalid_argument("give --vocab FILE (a SentencePiece model) or --vocab-train PREFIX "
+                                  "(train one on PREFIX.SRC/PREFIX.TGT as `normlab train` does)");
+    std::cerr << "normlab hessian: training a " << o.vocab_options.vocab_size << "-piece vocabulary on "
+              << o.vocab_train << "\n";
+    const auto bytes = data::train_vocab_on_corpus(o.vocab_train, o.src, o.tgt, o.vocab_options);
+    resolved["vocab"] = data::save_vocab(bytes, (std::filesystem::path(o.run.out) / "vocab").string());
+    resolved["vocab_train"] = o.vocab_train;
+    resolved["vocab_size"] = o.vocab_options.vocab_size;
+    return data::Vocab::from_bytes(bytes, resolved["vocab"].get<std::string>());
+  };
+  auto vocab = find();
+  if (loaded) check_vocab_size(vocab, *loaded, o.checkpoint);
+  return vocab;
 }
 
 // The first --max-sentences pairs of the data set (file order) that fit the model, in
@@ -169,10 +177,6 @@ Runner add_hessian_command(CLI::App& app, const GlobalOptions& global) {
     const auto vocab_hash = core::hash_bytes(vocab.bytes().data(), vocab.bytes().size());
     resolved["vocab_checksum"] = core::hash_hex(vocab_hash);
     auto config = net ? net->config() : o->model.resolve(/*vocab_from_data=*/true);
-    if (net && (config.src_vocab_size != vocab.size() || config.tgt_vocab_size != vocab.size()))
-      throw std::invalid_argument("--checkpoint " + o->checkpoint + " has vocabularies of " +
-                                  std::to_string(config.src_vocab_size) + "/" + std::to_string(config.tgt_vocab_size) +
-                                  " entries but the vocabulary has " + std::to_string(vocab.size()));
     std::string note;
     auto batches = load_batches(*o, vocab, config.max_positions, resolved, note);
     if (!net) {

@@ -1,18 +1,59 @@
 // `normlab train`: trains on parallel text into a run folder, resuming when it has a checkpoint.
+// The trainer (train/) gets what lives above it here: the --trace-steps observer
+// (analysis::Tracer) and the --eval-bleu validator (decode/ beam search, metrics/ BLEU).
 #include <iostream>
 
+#include <nlohmann/json.hpp>
+
+#include "analysis/trace.h"
 #include "commands.h"
 #include "core/runtime.h"
+#include "decode/beam_search.h"
 #include "decode_options.h"
+#include "metrics/evaluation.h"
+#include "metrics/text.h"
 #include "model_options.h"
 #include "train/trainer.h"
 
 namespace normlab::app {
+namespace {
+
+// --eval-bleu: the validation set beam-searched with --beam, --lenpen, --max-len-a, --max-len-b
+// in batches of --max-tokens, scored with sacreBLEU's defaults.
+class ValidationBleu final : public train::BleuValidator {
+ public:
+  ValidationBleu(const decode::BeamSearchConfig& beam, int64_t max_tokens) : beam_(beam), max_tokens_(max_tokens) {}
+  void add_settings(nlohmann::json& eval) const override {
+    eval["beam"] = beam_.beam;
+    eval["lenpen"] = beam_.lenpen;
+    eval["max_len_a"] = beam_.max_len_a;
+    eval["max_len_b"] = beam_.max_len_b;
+  }
+  std::vector<std::string> problems() const override { return beam_.validate(); }
+  void prepare(const data::Vocab& vocab, const std::vector<std::string>& references) override {
+    vocab_ = &vocab;
+    refs_.clear();
+    for (const auto& line : references) refs_.push_back(metrics::decode_utf8(line));
+  }
+  double score(model::Seq2Seq& net, const std::vector<data::Sentence>& sources) override {
+    const auto hyps = decode::translate(net, sources, beam_, max_tokens_);
+    return metrics::score_texts(decode::best_texts(hyps, *vocab_), refs_).bleu.score;
+  }
+
+ private:
+  decode::BeamSearchConfig beam_;
+  int64_t max_tokens_;
+  const data::Vocab* vocab_ = nullptr;
+  std::vector<std::u32string> refs_;  // the validation targets as code points
+};
+
+}  // namespace
 
 Runner add_train_command(CLI::App& app, const GlobalOptions& global) {
   auto* cmd = app.add_subcommand("train", "train a model; re-running into RUN_DIR resumes it");
   struct Options {
     train::TrainConfig config;
+    decode::BeamSearchConfig beam;  // --eval-bleu's decoder
     ModelOptions model;
     std::string optimizer = "adamw", betas = "0.9,0.98", radam_fallback = "skip";
     std::string schedule = "inverse-sqrt", ls_formula = "uniform", best_metric = "loss";
@@ -96,7 +137,7 @@ Runner add_train_command(CLI::App& app, const GlobalOptions& global) {
       ->group(ev);
   cmd->add_option("--best-metric", o->best_metric, "checkpoint_best.pt by lowest valid loss or highest BLEU: loss|bleu")
       ->capture_default_str()->group(ev);
-  add_beam_options(*cmd, c.beam, /*translate=*/false, ev);
+  add_beam_options(*cmd, o->beam, /*translate=*/false, ev);
 
   return [o, &global] {
     auto& c = o->config;
@@ -108,7 +149,14 @@ Runner add_train_command(CLI::App& app, const GlobalOptions& global) {
     c.ls_formula = train::parse_label_smoothing_formula(o->ls_formula);
     c.best_metric = train::parse_best_metric(o->best_metric);
     c.model = o->model.resolve(/*vocab_from_data=*/true);
-    const auto result = train::train(c, core::resolve_device(global.device));
+    ValidationBleu bleu(o->beam, c.batching.max_tokens > 0 ? c.batching.max_tokens : 4096);
+    train::TrainHooks hooks;
+    hooks.bleu = &bleu;
+    hooks.make_observer = [](const train::TraceConfig& trace, model::Seq2Seq net, const std::string& dir,
+                             int64_t done_steps) {
+      return std::make_unique<analysis::Tracer>(trace, std::move(net), dir, done_steps);
+    };
+    const auto result = train::train(c, hooks, core::resolve_device(global.device));
     if (result.diverged && c.fail_on_divergence)
       throw ExitCode{3, "training diverged at update " + std::to_string(result.updates + 1) +
                             " (--fail-on-divergence)"};

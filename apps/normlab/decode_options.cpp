@@ -22,26 +22,43 @@ void add_beam_options(CLI::App& cmd, decode::BeamSearchConfig& c, bool translate
       ->capture_default_str()->group(group);
 }
 
-data::Vocab checkpoint_vocab(const model::LoadedModel& loaded, const std::string& checkpoint,
-                             const std::string& vocab_path) {
-  namespace fs = std::filesystem;
-  const auto run_vocab = fs::path(checkpoint).parent_path().parent_path() / "vocab" / data::kVocabModelFile;
-  auto load = [&] {
-    if (!vocab_path.empty()) return data::Vocab::load(vocab_path);
-    auto stored = loaded.extra_tensors.find(model::kVocabTensor);
-    if (stored != loaded.extra_tensors.end())
-      return data::Vocab::from_bytes(model::tensor_bytes(stored->second), checkpoint + " (its vocabulary)");
-    if (fs::exists(run_vocab)) return data::Vocab::load(run_vocab.string());
-    throw std::invalid_argument(checkpoint + " holds no vocabulary and " + run_vocab.string() +
-                                " does not exist; pass --vocab SPM_MODEL");
-  };
-  auto vocab = load();
+namespace {
+
+std::filesystem::path run_vocab(const std::string& checkpoint) {
+  return std::filesystem::path(checkpoint).parent_path().parent_path() / "vocab" / data::kVocabModelFile;
+}
+
+}  // namespace
+
+std::optional<data::Vocab> checkpoint_own_vocab(const model::LoadedModel& loaded, const std::string& checkpoint,
+                                                std::string& source) {
+  auto stored = loaded.extra_tensors.find(model::kVocabTensor);
+  if (stored != loaded.extra_tensors.end()) {
+    source = checkpoint + ":" + model::kVocabTensor;
+    return data::Vocab::from_bytes(model::tensor_bytes(stored->second), source);
+  }
+  if (!std::filesystem::exists(run_vocab(checkpoint))) return std::nullopt;
+  source = run_vocab(checkpoint).string();
+  return data::Vocab::load(source);
+}
+
+void check_vocab_size(const data::Vocab& vocab, const model::LoadedModel& loaded, const std::string& checkpoint) {
   const auto& c = loaded.model->config();
   if (vocab.size() != c.src_vocab_size || vocab.size() != c.tgt_vocab_size)
     throw std::invalid_argument("the vocabulary has " + std::to_string(vocab.size()) + " pieces but " + checkpoint +
                                 " was built for " + std::to_string(c.src_vocab_size) + " (source) and " +
                                 std::to_string(c.tgt_vocab_size) + " (target)");
-  return vocab;
+}
+
+data::Vocab checkpoint_vocab(const model::LoadedModel& loaded, const std::string& checkpoint,
+                             const std::string& vocab_path) {
+  std::string source;
+  auto vocab = vocab_path.empty() ? checkpoint_own_vocab(loaded, checkpoint, source) : data::Vocab::load(vocab_path);
+  if (!vocab)
+    throw std::invalid_argument(checkpoint + " holds no vocabulary and " + run_vocab(checkpoint).string() +
+                                " does not exist; pass --vocab SPM_MODEL");
+  check_vocab_size(*vocab, loaded, checkpoint);
+  return std::move(*vocab);
 }
 
 std::function<void(size_t, size_t)> progress_printer(const std::string& name) {

@@ -1,8 +1,9 @@
 // What translate, evaluate and `train --eval-bleu` share: the beam search flags, and the
-// vocabulary that belongs to a checkpoint.
+// vocabulary that belongs to a checkpoint (also hessian's).
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -23,6 +24,12 @@ void add_beam_options(CLI::App& command, decode::BeamSearchConfig& config, bool 
 // Throws std::invalid_argument when none is found or its size differs from the model's.
 data::Vocab checkpoint_vocab(const model::LoadedModel& loaded, const std::string& checkpoint,
                              const std::string& vocab_path);
+// The last two of those: nullopt when neither exists. `source` names the one found
+// (CHECKPOINT:vocab/spm.model or the file).
+std::optional<data::Vocab> checkpoint_own_vocab(const model::LoadedModel& loaded, const std::string& checkpoint,
+                                                std::string& source);
+// Throws std::invalid_argument when `vocab`'s size differs from the checkpoint model's.
+void check_vocab_size(const data::Vocab& vocab, const model::LoadedModel& loaded, const std::string& checkpoint);
 
 // decode::translate's progress callback: "normlab NAME: done/total sentences" on stderr, at
 // most every 10 s and at the end.

@@ -46,7 +46,9 @@ double change(const std::vector<torch::Tensor>& a, const std::vector<torch::Tens
   return sum / tokens;
 }
 
-void perturb(model::Seq2Seq& net, const PerturbConfig& c, const data::Batch& first, uint64_t seed) {
+}  // namespace
+
+void perturb_weights(model::Seq2Seq& net, const PerturbConfig& c, const data::Batch& first, uint64_t seed) {
   train::NamedTensors matrices;
   for (const auto& p : net->named_parameters())
     if (p.value().dim() == 2) matrices.emplace_back(p.key(), p.value());
@@ -67,8 +69,6 @@ void perturb(model::Seq2Seq& net, const PerturbConfig& c, const data::Batch& fir
   (s.loss / static_cast<double>(s.tokens)).backward();
   optimizer.step(c.lr);
 }
-
-}  // namespace
 
 std::string to_string(DeltaKind k) { return k == DeltaKind::kSign ? "sign" : "adam"; }
 
@@ -126,7 +126,7 @@ void run_perturb(const PerturbConfig& c) {
         model::initialize(net, seed, &profile);
         net->eval();
         const auto before = outputs(net, batches);
-        perturb(net, c, batches.front(), seed);
+        perturb_weights(net, c, batches.front(), seed);
         const auto after = outputs(net, batches);
         enc_changes.push_back(change(before.encoder, after.encoder, enc_w));
         dec_changes.push_back(change(before.decoder, after.decoder, dec_w));

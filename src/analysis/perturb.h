@@ -11,6 +11,7 @@
 
 #include "analysis/inputs.h"
 #include "model/config.h"
+#include "model/seq2seq.h"
 
 namespace normlab::analysis {
 
@@ -42,5 +43,10 @@ struct PerturbConfig {
 // alpha) is perturbed; the change is ||F(x,W) - F(x,W*)||_2^2 per non-padding token, averaged,
 // for the encoder output (B,S,C) and the decoder output (logits, B,T,V); dropout off.
 void run_perturb(const PerturbConfig& config);
+
+// W -> W* in place, for every 2-D parameter of `net` (in the mode the caller set): kSign with
+// signs drawn from `seed`; kAdam with one Adam step at config.lr on the gradient of the mean
+// label-smoothed loss of `first` (tests/analysis/perturb_test.cpp checks it by hand).
+void perturb_weights(model::Seq2Seq& net, const PerturbConfig& config, const data::Batch& first, uint64_t seed);
 
 }  // namespace normlab::analysis

@@ -37,15 +37,7 @@ std::string kept_rows(const std::filesystem::path& file, int64_t last) {
 
 }  // namespace
 
-std::vector<std::string> TraceConfig::problems() const {
-  std::vector<std::string> p;
-  if (steps < 0) p.push_back("--trace-steps must be >= 0, got " + std::to_string(steps));
-  if (steps > 0 && params.empty()) p.push_back("--trace-params is empty");
-  if (!(log10_hi > log10_lo) || bins_per_decade < 1) p.push_back("trace bins: need log10_hi > log10_lo, bins >= 1");
-  return p;
-}
-
-LogHistogram log_histogram(const torch::Tensor& values, const TraceConfig& c) {
+LogHistogram log_histogram(const torch::Tensor& values, const train::TraceConfig& c) {
   const int64_t n = static_cast<int64_t>(std::llround((c.log10_hi - c.log10_lo) * c.bins_per_decade));
   LogHistogram h;
   h.counts.assign(static_cast<size_t>(n), 0);
@@ -65,7 +57,7 @@ LogHistogram log_histogram(const torch::Tensor& values, const TraceConfig& c) {
   return h;
 }
 
-std::string histogram_rows(const LogHistogram& h, const TraceConfig& c, const std::string& prefix) {
+std::string histogram_rows(const LogHistogram& h, const train::TraceConfig& c, const std::string& prefix) {
   const double inf = std::numeric_limits<double>::infinity(), width = 1.0 / static_cast<double>(c.bins_per_decade);
   std::ostringstream s;
   auto row = [&](double lo, double hi, int64_t count) {
@@ -79,7 +71,7 @@ std::string histogram_rows(const LogHistogram& h, const TraceConfig& c, const st
   return s.str();
 }
 
-Tracer::Tracer(const TraceConfig& config, model::Seq2Seq net, const std::string& dir, int64_t done_steps)
+Tracer::Tracer(const train::TraceConfig& config, model::Seq2Seq net, const std::string& dir, int64_t done_steps)
     : config_(config), net_(std::move(net)), dir_(dir) {
   core::throw_if_problems(config_.problems());
   const auto named = net_->named_parameters();

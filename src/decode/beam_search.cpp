@@ -230,4 +230,12 @@ std::vector<std::vector<Hypothesis>> translate(model::Seq2Seq& model,
   return out;
 }
 
+std::vector<std::string> best_texts(const std::vector<std::vector<Hypothesis>>& hyps,
+                                    const data::Vocab& vocab) {
+  std::vector<std::string> out;
+  out.reserve(hyps.size());
+  for (const auto& h : hyps) out.push_back(h.empty() ? std::string() : vocab.decode(h.front().tokens));
+  return out;
+}
+
 }  // namespace normlab::decode

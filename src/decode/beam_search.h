@@ -12,6 +12,7 @@
 #include <torch/types.h>
 
 #include "data/batch.h"
+#include "data/vocab.h"
 #include "model/seq2seq.h"
 
 namespace normlab::decode {
@@ -46,5 +47,9 @@ std::vector<std::vector<Hypothesis>> beam_search(model::Seq2Seq& model, const to
 std::vector<std::vector<Hypothesis>> translate(
     model::Seq2Seq& model, const std::vector<data::Sentence>& sources, const BeamSearchConfig& config,
     int64_t max_tokens, const std::function<void(size_t, size_t)>& progress = {});
+
+// The best hypothesis of every sentence, detokenised; "" for a sentence without one.
+std::vector<std::string> best_texts(const std::vector<std::vector<Hypothesis>>& hyps,
+                                    const data::Vocab& vocab);
 
 }  // namespace normlab::decode

@@ -16,8 +16,6 @@
 #include "core/tokens.h"
 #include "data/cache.h"
 #include "data/corpus.h"
-#include "decode/evaluation.h"
-#include "metrics/text.h"
 #include "model/checkpoint.h"
 #include "model/init.h"
 #include "train/corpus_loss.h"
@@ -129,12 +127,10 @@ Sums validate(model::Seq2Seq& net, const Corpus& corpus, const TrainConfig& c,
 
 // Corpus BLEU of the validation set (--eval-bleu): pairs the filter dropped are not decoded
 // (an empty hypothesis), so every reference line counts.
-double valid_bleu(model::Seq2Seq& net, const Corpus& corpus, const std::vector<std::u32string>& refs,
-                  const data::Vocab& vocab, const TrainConfig& c) {
+double valid_bleu(model::Seq2Seq& net, const Corpus& corpus, BleuValidator& bleu) {
   std::vector<data::Sentence> sources(corpus.src.size());
   for (auto i : corpus.kept) sources[static_cast<size_t>(i)] = corpus.src[static_cast<size_t>(i)];
-  const auto hyps = decode::translate(net, sources, c.beam, c.batching.max_tokens > 0 ? c.batching.max_tokens : 4096);
-  return decode::score_texts(decode::best_texts(hyps, vocab), refs).bleu.score;
+  return bleu.score(net, sources);
 }
 
 // Newest intact checkpoint of RUN_DIR (last, then the others by modification time).
@@ -192,8 +188,6 @@ std::vector<std::string> TrainConfig::problems() const {
   for (auto& p : schedule.problems()) out.push_back(p);
   for (auto& p : trace.problems()) out.push_back(p);
   if (best_metric == BestMetric::kBleu && !eval_bleu) out.push_back("--best-metric bleu needs --eval-bleu");
-  if (eval_bleu)
-    for (auto& p : beam.validate()) out.push_back(p);
   return out;
 }
 
@@ -232,10 +226,6 @@ void to_json(nlohmann::json& j, const TrainConfig& c) {
          {"trace_params", c.trace.params}}},
        {"eval",
         {{"eval_bleu", c.eval_bleu},
-         {"beam", c.beam.beam},
-         {"lenpen", c.beam.lenpen},
-         {"max_len_a", c.beam.max_len_a},
-         {"max_len_b", c.beam.max_len_b},
          {"best_metric", c.best_metric == BestMetric::kBleu ? "bleu" : "loss"}}}};
 }
 
@@ -265,12 +255,19 @@ std::vector<std::string> incompatible_changes(const nlohmann::json& saved, const
   return out;
 }
 
-TrainResult train(const TrainConfig& c, const torch::Device& device) {
-  core::throw_if_problems(c.problems());
+TrainResult train(const TrainConfig& c, const TrainHooks& hooks, const torch::Device& device) {
+  auto problems = c.problems();
+  if (c.trace.steps > 0 && !hooks.make_observer)
+    problems.push_back("--trace-steps: train() was given no step observer to make (TrainHooks)");
+  if (c.eval_bleu && !hooks.bleu) problems.push_back("--eval-bleu: train() was given no BleuValidator (TrainHooks)");
+  if (c.eval_bleu && hooks.bleu)
+    for (auto& p : hooks.bleu->problems()) problems.push_back(p);
+  core::throw_if_problems(problems);
   const fs::path run(c.out), ckpt_dir = run / "checkpoints";
   fs::create_directories(ckpt_dir);
   RunLog log(run);
   nlohmann::json config_json = c;
+  if (hooks.bleu) hooks.bleu->add_settings(config_json["eval"]);
 
   // Resume from the newest intact checkpoint, if any; it must be the same experiment.
   auto resumed = newest_intact_checkpoint(ckpt_dir, log);
@@ -300,10 +297,7 @@ TrainResult train(const TrainConfig& c, const torch::Device& device) {
   const std::string cache_dir = c.cache_dir.empty() ? (run / "cache").string() : c.cache_dir;
   const auto train_corpus = load_corpus(c.train_prefix, c, vocab, cache_dir, true, log);
   const auto valid_corpus = load_corpus(c.valid_prefix, c, vocab, cache_dir, false, log);
-  std::vector<std::u32string> valid_refs;  // --eval-bleu: the validation targets as text
-  if (c.eval_bleu)
-    for (const auto& line : data::read_parallel(c.valid_prefix, c.src_lang, c.tgt_lang).tgt)
-      valid_refs.push_back(metrics::decode_utf8(line));
+  if (c.eval_bleu) hooks.bleu->prepare(vocab, data::read_parallel(c.valid_prefix, c.src_lang, c.tgt_lang).tgt);
 
   auto model_config = c.model;
   model_config.src_vocab_size = model_config.tgt_vocab_size = vocab.size();
@@ -378,10 +372,9 @@ TrainResult train(const TrainConfig& c, const torch::Device& device) {
     for (size_t i = static_cast<size_t>(c.keep_last); i < numbered.size(); ++i) fs::remove(numbered[i]);
   };
 
-  // The first-steps trace: nothing exists, and nothing is done per step, when it is off.
-  std::unique_ptr<analysis::Tracer> tracer;
-  if (c.trace.steps > pos.update)
-    tracer = std::make_unique<analysis::Tracer>(c.trace, net, (run / "trace").string(), pos.update);
+  // The first-steps trace (--trace-steps): nothing exists, and nothing is done per step, when it is off.
+  std::unique_ptr<StepObserver> observer;
+  if (c.trace.steps > pos.update) observer = hooks.make_observer(c.trace, net, (run / "trace").string(), pos.update);
 
   TrainResult result;
   int64_t tokens_since_log = 0;
@@ -410,11 +403,11 @@ TrainResult train(const TrainConfig& c, const torch::Device& device) {
       // summed loss divided by the update's target tokens (fairseq).
       net->zero_grad();
       Sums update;
-      const bool tracing = tracer && tracer->active(pos.update + 1);
-      if (tracing) tracer->begin(pos.update + 1);
+      const bool tracing = observer && observer->active(pos.update + 1);
+      if (tracing) observer->begin(pos.update + 1);
       for (int64_t k = 0; k < c.update_freq && pos.next_batch < n_batches; ++k, ++pos.next_batch) {
         auto b = gather(train_corpus, batches[pos.next_batch]);
-        if (tracing) tracer->batch(b.src, b.prev_output_tokens);
+        if (tracing) observer->batch(b.src, b.prev_output_tokens);
         auto logits = net->forward(b.src.to(device), b.prev_output_tokens.to(device));
         auto s = label_smoothed_nll(logits, b.target.to(device), c.label_smoothing, c.ls_formula, kPad);
         s.loss.backward();
@@ -435,9 +428,9 @@ TrainResult train(const TrainConfig& c, const torch::Device& device) {
       const double grad_norm = clip_grad_norm(net->parameters(), c.clip_norm);
       ++pos.update;
       const double lr = learning_rate(c.schedule, pos.update, pos.epoch);
-      if (tracing) tracer->gradients();
+      if (tracing) observer->gradients();
       optimizer.step(lr, tracing);
-      if (tracing) tracer->updates(optimizer.last_updates());
+      if (tracing) observer->updates(optimizer.last_updates());
       window.loss += update.loss;
       window.nll += update.nll;
       window.tokens += update.tokens;
@@ -481,7 +474,7 @@ TrainResult train(const TrainConfig& c, const torch::Device& device) {
     // End of epoch: validation, checkpoints.
     const auto v = validate(net, valid_corpus, c, device);
     const double valid_loss = v.loss / v.tokens, valid_nll = v.nll / v.tokens;
-    const double bleu = c.eval_bleu ? valid_bleu(net, valid_corpus, valid_refs, vocab, c) : -1.0;
+    const double bleu = c.eval_bleu ? valid_bleu(net, valid_corpus, *hooks.bleu) : -1.0;
     const bool best = c.best_metric == BestMetric::kBleu ? bleu > pos.best_valid_bleu
                                                          : valid_loss < pos.best_valid_loss;
     pos.best_valid_loss = std::min(pos.best_valid_loss, valid_loss);

@@ -15,14 +15,14 @@
 #include <c10/core/Device.h>
 #include <nlohmann/json_fwd.hpp>
 
-#include "analysis/trace.h"
 #include "data/batching.h"
 #include "data/vocab.h"
-#include "decode/beam_search.h"
 #include "model/config.h"
+#include "train/bleu_validator.h"
 #include "train/loss.h"
 #include "train/optimizer.h"
 #include "train/schedule.h"
+#include "train/step_observer.h"
 
 namespace normlab::train {
 
@@ -61,16 +61,16 @@ struct TrainConfig {
   int64_t keep_last = 0;             // keep the N newest per-epoch/per-update checkpoints (0: all)
   uint64_t seed = 1;
   bool fail_on_divergence = false;   // exit non-zero when the loss becomes NaN or infinite
-  analysis::TraceConfig trace;       // --trace-steps/--trace-params: RUN_DIR/trace/ (docs/probe.md)
-  // Validation BLEU (docs/translate.md)
+  TraceConfig trace;                 // --trace-steps/--trace-params: RUN_DIR/trace/ (docs/probe.md)
+  // Validation BLEU (docs/translate.md); the decoder's options are the BleuValidator's
   bool eval_bleu = false;            // beam-search the validation set every epoch: valid_bleu
-  decode::BeamSearchConfig beam;     // its --beam, --lenpen, --max-len-a, --max-len-b
   BestMetric best_metric = BestMetric::kLoss;
 
   // Every problem at once, naming the option.
   std::vector<std::string> problems() const;
 };
 
+// config.json without the BleuValidator's settings (train() adds them).
 void to_json(nlohmann::json& j, const TrainConfig& c);
 
 // Options whose change makes resuming a different experiment (model, data, optimiser kind,
@@ -84,7 +84,15 @@ struct TrainResult {
   double best_valid_loss = 0.0;  // per token, nats
 };
 
+// What the trainer calls but does not own: the parts of a run that live above train/ in
+// GUIDE.md's data flow (analysis/, decode/, metrics/). apps/normlab/cmd_train.cpp wires them in.
+struct TrainHooks {
+  MakeStepObserver make_observer;  // required when config.trace.steps > 0 (analysis::Tracer)
+  // Its options go into config.json (cmd_train always gives one); required under --eval-bleu.
+  BleuValidator* bleu = nullptr;
+};
+
 // Trains, or resumes from RUN_DIR's newest intact checkpoint when there is one.
-TrainResult train(const TrainConfig& config, const c10::Device& device);
+TrainResult train(const TrainConfig& config, const TrainHooks& hooks, const c10::Device& device);
 
 }  // namespace normlab::train

@@ -1,12 +1,18 @@
 // normlab perturb: the output change of a -scale*sign(N(0,1)) perturbation is second order in
-// the scale (a first-order Taylor expansion: ||J delta||^2 grows like scale^2).
+// the scale (a first-order Taylor expansion: ||J delta||^2 grows like scale^2); the adam delta
+// is one Adam step written out by hand.
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 
 #include <gtest/gtest.h>
+#include <torch/torch.h>
 
 #include "analysis/perturb.h"
+#include "core/tokens.h"
+#include "data/batch.h"
+#include "model/init.h"
 #include "../model/tiny_model.h"
 #include "one_thread.h"
 
@@ -46,6 +52,65 @@ TEST(Perturb, ChangeIsQuadraticInTheScale) {
   for (size_t i = 0; i < small.size(); ++i) {
     EXPECT_GT(small[i], 0.0);
     EXPECT_NEAR(big[i] / small[i], 4.0, 0.05) << "row " << i / 2;
+  }
+}
+
+// --delta adam, W* - W on every 2-D parameter, against Adam's first step by hand (Kingma & Ba
+// 2015, Alg. 1: with bias correction m_hat = g and v_hat = g^2, so the step is
+// -lr * g / (|g| + eps), whatever the betas) on the gradient of PyTorch's own label-smoothed
+// cross entropy (its label_smoothing is the uniform formula). Biases, LayerNorm, Admin's omega
+// and ReZero's alpha stay bit-identical; a tied table (share all) moves by one step, not two.
+TEST(Perturb, AdamDeltaIsOneAdamStepOnTheMatrices) {
+  const test::OneThread one_thread;
+  PerturbConfig c;
+  c.delta = DeltaKind::kAdam;
+  c.lr = 3e-3;
+  c.label_smoothing = 0.1;
+  const double eps = 1e-8;  // REFERENCE §2
+  const std::vector<data::Sentence> src = {{5, 9, 12, 7}, {20, 4}, {11, 11, 29}};
+  const std::vector<data::Sentence> tgt = {{6, 8}, {13, 14, 15, 16, 17}, {25}};
+  const auto batch = data::make_batch(src, tgt, 0, src.size());
+  for (const char* scheme : {"post-ln", "admin", "rezero"}) {
+    auto config = test::tiny_config(scheme);
+    config.share = model::SharedEmbeddings::kAll;
+    model::Seq2Seq net(config);
+    model::initialize(net, 3);
+    net->to(torch::kFloat64);  // W* - W exact to rounding of W, not of float32
+    net->eval();
+
+    net->zero_grad();
+    const auto logits = net->forward(batch.src, batch.prev_output_tokens);  // (B,T,V)
+    namespace F = torch::nn::functional;
+    F::cross_entropy(logits.reshape({-1, logits.size(-1)}), batch.target.reshape({-1}),
+                     F::CrossEntropyFuncOptions().ignore_index(kPad).label_smoothing(c.label_smoothing))
+        .backward();  // mean over the non-padding target tokens
+    std::map<std::string, torch::Tensor> before, grad;
+    for (const auto& p : net->named_parameters()) {
+      before[p.key()] = p.value().detach().clone();
+      grad[p.key()] = p.value().grad().clone();
+    }
+    net->zero_grad();
+
+    perturb_weights(net, c, batch, 1);
+    int64_t matrices = 0, others = 0;
+    for (const auto& p : net->named_parameters()) {
+      const auto& w0 = before.at(p.key());
+      const auto& g = grad.at(p.key());
+      const auto delta = p.value().detach() - w0;
+      if (p.value().dim() == 2) {
+        ++matrices;
+        const auto expected = -c.lr * g / (g.abs() + eps);
+        EXPECT_TRUE(torch::allclose(delta, expected, 1e-9, 1e-12))
+            << scheme << " " << p.key() << ": max |delta - expected| "
+            << (delta - expected).abs().max().item<double>();
+        EXPECT_GT(g.abs().max().item<double>(), 0.0) << scheme << " " << p.key();
+      } else {
+        ++others;
+        EXPECT_TRUE(torch::equal(p.value().detach(), w0)) << scheme << " " << p.key() << " moved";
+      }
+    }
+    EXPECT_GT(matrices, 10) << scheme;
+    EXPECT_GT(others, 10) << scheme;
   }
 }
 

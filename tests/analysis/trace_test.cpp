@@ -11,7 +11,7 @@ namespace normlab::analysis {
 namespace {
 
 TEST(LogHistogram, BinsCountedByHand) {
-  TraceConfig c;  // [1e-16, 1e4), 10 bins per decade: bin k covers log10|v| in [-16 + k/10, ...)
+  train::TraceConfig c;  // [1e-16, 1e4), 10 bins per decade: bin k covers log10|v| in [-16 + k/10, ...)
   const double inf = std::numeric_limits<double>::infinity();
   auto v = torch::tensor({0.0, -0.0, 3e-5, -3.5e-5, 0.5, 2.5e3, 1e-20, 2e4, inf, std::nan(""), 7e-2},
                          torch::kFloat64);
@@ -31,7 +31,7 @@ TEST(LogHistogram, CountsSumToTheElementCount) {
   torch::manual_seed(1);
   auto v = torch::randn({37, 53}) * torch::pow(10.0, torch::randint(-20, 6, {37, 53}).to(torch::kFloat32));
   v.index_put_({torch::rand({37, 53}) < 0.1}, 0.0);
-  TraceConfig c;
+  train::TraceConfig c;
   const auto h = log_histogram(v, c);
   int64_t total = h.zeros + h.underflow + h.overflow;
   for (auto n : h.counts) total += n;

@@ -169,7 +169,7 @@ def main():
     hessian = lambda *more: ["hessian", "--data", w("c"), "--out", w("hessian_out"), *more]
     cases += [
         (hessian("--checkpoint", w("good.ckpt"), "--vocab", model),
-         "has vocabularies of 20/20 entries but the vocabulary has 40"),
+         "the vocabulary has 40 pieces but " + w("good.ckpt") + " was built for 20"),
         (hessian("--vocab", model, *tiny[:-2], "--params", "decoder\\.("), "--params: 'decoder\\.(' is not a regular expression"),
         (hessian("--vocab", model, *tiny[:-2], "--params", "^nothing$"), "--params: '^nothing$' matches no parameter name"),
         (hessian("--vocab", model, "--steps", "0", "--sigma", "-1"), "--steps must be at least 1, got 0; --sigma must be positive"),
