@@ -266,8 +266,9 @@ void sweep_figures(const Source& s, const std::string& fig_dir, std::vector<Figu
         if (layers == l0) at_d[d].first += g, at_d[d].second += 1;
       }
       // Theorem 1's slope drawn dashed through the centre (in log-log) of the measured points.
-      auto add = [&](LineFigure& f, const std::map<double, std::pair<double, int>>& points, double theory) {
-        Series m = series(scheme), ref = series(scheme + " Theorem 1 slope " + show(theory, 3), true);
+      auto add = [&](LineFigure& f, const std::map<double, std::pair<double, int>>& points, double fitted,
+                     double theory) {
+        Series m = series(scheme + " (fitted slope " + show(fitted, 3) + ")"), ref = series(scheme + " Theorem 1 slope " + show(theory, 3), true);
         double lx = 0, ly = 0;
         for (const auto& [x, v] : points) {
           m.points.emplace_back(x, v.first / v.second);
@@ -278,8 +279,8 @@ void sweep_figures(const Source& s, const std::string& fig_dir, std::vector<Figu
         f.series.push_back(m);
         if (points.size() > 1) f.series.push_back(ref);
       };
-      add(by_l, at_l, number_at(j, "theory_slope_layers"));
-      add(by_d, at_d, number_at(j, "theory_slope_d"));
+      add(by_l, at_l, number_at(j, "slope_layers"), number_at(j, "theory_slope_layers"));
+      add(by_d, at_d, number_at(j, "slope_d"), number_at(j, "theory_slope_d"));
       tables += "| " + scheme + " | " + show(number_at(j, "slope_layers"), 3) + " | " +
                 show(number_at(j, "theory_slope_layers"), 3) + " | " + show(number_at(j, "slope_d"), 3) + " | " +
                 show(number_at(j, "theory_slope_d"), 3) + " |\n";
@@ -397,7 +398,7 @@ void perturb_figures(const Source& s, const std::string& fig_dir, std::vector<Fi
 // ---- hessian --per-block: lambda_max of each layer's diagonal block ----
 void hessian_block_figure(const Source& s, const std::string& fig_dir, std::vector<FigureRef>& out,
                           std::string& tables) {
-  LineFigure f = line_figure(s.prefix + "hessian-blocks", s.title + ": lambda_max of each layer's Hessian block", "layer",
+  LineFigure f = line_figure(s.prefix + "hessian-blocks", "lambda_max of each layer's diagonal Hessian block", "layer",
                              "lambda_max of the diagonal block");
   for (const auto& c : s.cells) {
     if (!has(c, "per_block.csv")) continue;
