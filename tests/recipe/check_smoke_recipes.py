@@ -14,7 +14,7 @@ fail), then `normlab report`, then checks that
   gradient growth, the Hessian report's lambda_max comparison, the perturb growth ratios).
 ctest (`recipe.paper_recipes_smoke`) runs xiong_fig3, huang_fig2_3, hessian_report and
 huang_table1 (the recipes with result files of their own kinds: sweep, trace, per-block,
-evaluate); huang_fig3c, huang_fig4b and schemes (train cells and perturb, ~95 s together) are
+evaluate); huang_fig3c, huang_fig4b and schemes (train cells and perturb, ~30 s together) are
 checked the same way when named by hand."""
 import argparse
 import csv
