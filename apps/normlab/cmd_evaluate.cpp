@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 
 #include <nlohmann/json.hpp>
@@ -24,7 +25,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 struct EvaluateOptions {
-  std::string checkpoint, src, ref, vocab, hyp_out, formula;
+  std::string checkpoint, src, ref, vocab, hyp_out, formula, out;
   decode::BeamSearchConfig beam;
   int64_t max_tokens = 4096;
   double label_smoothing = -1;  // < 0: the checkpoint's training value (else 0.1)
@@ -33,13 +34,18 @@ struct EvaluateOptions {
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
+// FILE, or FILE.gz when only that exists (a recipe's "{test}.{src}" names either).
+std::string plain_or_gz(const std::string& path) {
+  return !std::filesystem::exists(path) && std::filesystem::exists(path + ".gz") ? path + ".gz" : path;
+}
+
 }  // namespace
 
 Runner add_evaluate_command(CLI::App& app, const GlobalOptions& global) {
   auto* cmd = app.add_subcommand("evaluate", "translate a test set and report BLEU, chrF and loss");
   auto o = std::make_shared<EvaluateOptions>();
   cmd->add_option("--checkpoint", o->checkpoint, "normlab checkpoint")->required();
-  cmd->add_option("--src", o->src, "source text, one sentence a line (plain or .gz)")->required();
+  cmd->add_option("--src", o->src, "source text, one sentence a line (plain or .gz; FILE.gz when FILE is missing)")->required();
   cmd->add_option("--ref", o->ref, "reference translations, line-aligned with --src (plain or .gz)")->required();
   cmd->add_option("--vocab", o->vocab, "SentencePiece model (default: the checkpoint's own)");
   cmd->add_option("--hyp-out", o->hyp_out, "also write the translations to this file");
@@ -47,6 +53,7 @@ Runner add_evaluate_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--label-smoothing", o->label_smoothing, "eps of the reported loss (default: the training run's)");
   cmd->add_option("--ls-formula", o->formula, "uniform|exclusive (default: the training run's)");
   cmd->add_flag("--json", o->json, "print one JSON object");
+  cmd->add_option("--out", o->out, "also write that object to DIR/evaluate.json (for recipes and the report)");
   add_beam_options(*cmd, o->beam, /*translate=*/false);
   return [o, &global] {
     const auto start = Clock::now();
@@ -61,6 +68,8 @@ Runner add_evaluate_command(CLI::App& app, const GlobalOptions& global) {
         !o->formula.empty() ? o->formula : trained.value("formula", std::string("uniform")));
     if (!(eps >= 0 && eps < 1)) throw std::invalid_argument("--label-smoothing must be in [0, 1)");
 
+    o->src = plain_or_gz(o->src);
+    o->ref = plain_or_gz(o->ref);
     const auto src_text = data::read_text_lines(o->src);
     // White space normalised as for training (docs/translate.md: BLEU and chrF ignore it).
     const auto ref_text = data::read_text_lines(o->ref);
@@ -110,6 +119,10 @@ Runner add_evaluate_command(CLI::App& app, const GlobalOptions& global) {
                                   {"max_len_a", o->beam.max_len_a}, {"max_len_b", o->beam.max_len_b}}},
                         {"decode_s", decode_s}, {"sentences_per_s", static_cast<double>(src.size()) / decode_s},
                         {"wall_s", seconds_since(start)}};
+    if (!o->out.empty()) {
+      std::filesystem::create_directories(o->out);
+      core::write_file_atomic(o->out + "/evaluate.json", j.dump(1) + "\n");
+    }
     if (o->json) {
       std::cout << j.dump() << "\n";
       return;

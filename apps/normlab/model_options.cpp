@@ -30,6 +30,9 @@ void ModelOptions::add_to(CLI::App& cmd, bool vocab_options) {
   heads_ = cmd.add_option("--heads", sizes_.heads, "attention heads")->group(g);
   encoder_layers_ = cmd.add_option("--encoder-layers", sizes_.encoder_layers, "encoder layers")->group(g);
   decoder_layers_ = cmd.add_option("--decoder-layers", sizes_.decoder_layers, "decoder layers")->group(g);
+  // One key for both depths, so that a recipe can grid over depth (docs/recipes.md).
+  layers_opt_ = cmd.add_option("--layers", layers_, "encoder and decoder layers, both N")
+                    ->excludes(encoder_layers_)->excludes(decoder_layers_)->group(g);
   if (vocab_options) {
     cmd.add_option("--vocab-size", vocab_size_,
                    "source and target vocabulary size (special tokens included)")
@@ -61,6 +64,8 @@ model::ModelConfig ModelOptions::resolve(bool vocab_from_data) const {
   override_with(heads_, sizes_.heads, c.heads);
   override_with(encoder_layers_, sizes_.encoder_layers, c.encoder_layers);
   override_with(decoder_layers_, sizes_.decoder_layers, c.decoder_layers);
+  override_with(layers_opt_, layers_, c.encoder_layers);
+  override_with(layers_opt_, layers_, c.decoder_layers);
   if (vocab_from_data) {
     c.src_vocab_size = c.tgt_vocab_size = kNumSpecialTokens + 1;  // any valid size, to validate the rest
   } else {

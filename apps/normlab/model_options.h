@@ -31,7 +31,8 @@ class ModelOptions {
   std::string share_ = "decoder";
   model::ModelConfig sizes_;  // holds the explicit size and dropout flags
   int64_t vocab_size_ = 0;
-  CLI::Option *d_model_ = nullptr, *ffn_dim_ = nullptr, *heads_ = nullptr,
+  int64_t layers_ = 0;  // --layers: encoder and decoder
+  CLI::Option *layers_opt_ = nullptr, *d_model_ = nullptr, *ffn_dim_ = nullptr, *heads_ = nullptr,
               *encoder_layers_ = nullptr, *decoder_layers_ = nullptr, *src_vocab_ = nullptr,
               *tgt_vocab_ = nullptr;
 };

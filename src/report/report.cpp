@@ -25,8 +25,9 @@ using recipe::CellResult;
 using recipe::CsvTable;
 
 // The result files a folder may hold; a folder with none of them is not a result folder.
-const char* const kResultFiles[] = {"metrics.jsonl", "grad_norms.csv", "hidden_norms.csv", "trace/histograms.csv",
-                                    "trace/ln_inputs.csv", "perturb.csv", "density.csv"};
+const char* const kResultFiles[] = {"metrics.jsonl", "grad_norms.csv", "hidden_norms.csv", "sweep.csv",
+                                    "trace/histograms.csv", "trace/ln_inputs.csv", "perturb.csv", "density.csv",
+                                    "per_block.csv", "evaluate.json"};
 
 // One folder given to the report: a recipe run (run.json + cells/) or a single result folder.
 struct Source {
@@ -53,6 +54,20 @@ std::string show(double x, int digits = 4) {
   char buf[40];
   std::snprintf(buf, sizeof buf, "%.*g", digits, x);
   return buf;
+}
+
+nlohmann::json read_json(const std::string& path) {
+  const auto bytes = core::read_file(path);
+  try {
+    return nlohmann::json::parse(bytes.begin(), bytes.end());
+  } catch (const nlohmann::json::exception& e) {
+    throw std::runtime_error(path + ": not valid JSON: " + e.what());
+  }
+}
+
+// A number under `key` of a JSON object, NaN when absent or not a number.
+double number_at(const nlohmann::json& j, const std::string& key) {
+  return j.is_object() && j.contains(key) && j[key].is_number() ? j[key].get<double>() : std::nan("");
 }
 
 // Named constructors (aggregate initialisation would leave fields to -Wextra's warnings).
@@ -94,7 +109,8 @@ Source load_source(const std::string& dir) {
   for (const char* f : kResultFiles) any = any || fs::exists(s.dir + "/" + f);
   if (!any)
     throw std::invalid_argument(dir + ": neither a `normlab run` folder (run.json) nor a result folder "
-                                "(metrics.jsonl, grad_norms.csv, perturb.csv, density.csv, trace/...)");
+                                "(metrics.jsonl, grad_norms.csv, sweep.csv, perturb.csv, density.csv, per_block.csv, "
+                                "evaluate.json, trace/...)");
   CellResult c;
   c.name = fs::path(s.dir).filename().string();
   c.dir = s.dir;
@@ -224,6 +240,72 @@ void probe_figures(const Source& s, const std::string& fig_dir, std::vector<Figu
   }
 }
 
+// ---- probe --sweep: Theorem 1, last FFN weight's gradient against depth and width ----
+void sweep_figures(const Source& s, const std::string& fig_dir, std::vector<FigureRef>& out, std::string& tables) {
+  for (const auto& c : s.cells) {
+    if (!has(c, "sweep.csv") || !has(c, "sweep.json")) continue;
+    const std::string path = c.dir + "/sweep.csv";
+    const auto t = recipe::read_csv(path);
+    const auto slopes = read_json(c.dir + "/sweep.json");
+    LineFigure by_l = line_figure(s.prefix + "sweep-layers-" + c.name, c.name + ": last FFN weight's gradient against depth",
+                                  "layers L", "||dL/dW2,L||_F (mean over seeds)", true);
+    LineFigure by_d = line_figure(s.prefix + "sweep-d-" + c.name, c.name + ": last FFN weight's gradient against width",
+                                  "d_model C", "||dL/dW2,L||_F (mean over seeds)", true);
+    by_l.logx = by_d.logx = true;
+    tables += "\n| " + c.name + ": scheme | slope vs L | Theorem 1 | slope vs C | Theorem 1 (C sqrt(ln C)) |\n"
+              "|---|---|---|---|---|\n";
+    for (const auto& [scheme, rows] : group(t, {"scheme"}, path)) {
+      const auto& j = slopes.contains(scheme) ? slopes[scheme] : nlohmann::json();
+      const double d0 = number_at(j, "d_model_of_layer_sweep"), l0 = number_at(j, "layers_of_d_sweep");
+      // Mean over seeds of each point of the two sweeps (sweep.json says which width and depth they hold fixed).
+      std::map<double, std::pair<double, int>> at_l, at_d;
+      for (const auto* r : rows) {
+        const double layers = field(t, *r, "layers", path), d = field(t, *r, "d_model", path);
+        const double g = field(t, *r, "grad_norm", path);
+        if (d == d0) at_l[layers].first += g, at_l[layers].second += 1;
+        if (layers == l0) at_d[d].first += g, at_d[d].second += 1;
+      }
+      // Theorem 1's slope drawn dashed through the centre (in log-log) of the measured points.
+      auto add = [&](LineFigure& f, const std::map<double, std::pair<double, int>>& points, double fitted,
+                     double theory) {
+        Series m = series(scheme + " (fitted slope " + show(fitted, 3) + ")"), ref = series(scheme + " Theorem 1 slope " + show(theory, 3), true);
+        double lx = 0, ly = 0;
+        for (const auto& [x, v] : points) {
+          m.points.emplace_back(x, v.first / v.second);
+          lx += std::log(x) / static_cast<double>(points.size());
+          ly += std::log(v.first / v.second) / static_cast<double>(points.size());
+        }
+        for (const auto& [x, v] : points) ref.points.emplace_back(x, std::exp(ly + theory * (std::log(x) - lx)));
+        f.series.push_back(m);
+        if (points.size() > 1) f.series.push_back(ref);
+      };
+      add(by_l, at_l, number_at(j, "slope_layers"), number_at(j, "theory_slope_layers"));
+      add(by_d, at_d, number_at(j, "slope_d"), number_at(j, "theory_slope_d"));
+      tables += "| " + scheme + " | " + show(number_at(j, "slope_layers"), 3) + " | " +
+                show(number_at(j, "theory_slope_layers"), 3) + " | " + show(number_at(j, "slope_d"), 3) + " | " +
+                show(number_at(j, "theory_slope_d"), 3) + " |\n";
+    }
+    if (draw(by_l, fig_dir))
+      out.push_back({"probe", by_l.name, "Theorem 1: gradient norm of the last FFN weight against depth, log-log, "
+                                         "Theorem 1's slope dashed (" + c.name + ", sweep.csv)"});
+    if (draw(by_d, fig_dir))
+      out.push_back({"probe", by_d.name, "Theorem 1: gradient norm of the last FFN weight against width, log-log, "
+                                         "Theorem 1's slope dashed (" + c.name + ", sweep.csv)"});
+  }
+}
+
+// ---- evaluate --out: test-set BLEU, chrF and loss ----
+void evaluate_table(const Source& s, std::string& tables) {
+  std::string rows;
+  for (const auto& c : s.cells) {
+    if (!has(c, "evaluate.json")) continue;
+    const auto j = read_json(c.dir + "/evaluate.json");
+    rows += "| " + c.name + " | " + show(number_at(j, "sentences"), 8) + " | " + show(number_at(j, "bleu")) + " | " +
+            show(number_at(j, "chrf")) + " | " + show(number_at(j, "loss")) + " |\n";
+  }
+  if (!rows.empty()) tables += "\n| cell | sentences | BLEU | chrF | loss |\n|---|---|---|---|---|\n" + rows;
+}
+
 // ---- trace: histograms over steps, LayerNorm input norms over steps ----
 void trace_figures(const Source& s, const std::string& fig_dir, std::vector<FigureRef>& out) {
   for (const auto& c : s.cells) {
@@ -313,6 +395,38 @@ void perturb_figures(const Source& s, const std::string& fig_dir, std::vector<Fi
   }
 }
 
+// ---- hessian --per-block: lambda_max of each layer's diagonal block ----
+void hessian_block_figure(const Source& s, const std::string& fig_dir, std::vector<FigureRef>& out,
+                          std::string& tables) {
+  LineFigure f = line_figure(s.prefix + "hessian-blocks", "lambda_max of each layer's diagonal Hessian block", "layer",
+                             "lambda_max of the diagonal block");
+  for (const auto& c : s.cells) {
+    if (!has(c, "per_block.csv")) continue;
+    const std::string path = c.dir + "/per_block.csv";
+    const auto t = recipe::read_csv(path);
+    const int block = t.column("block");
+    if (block < 0) throw std::runtime_error(path + ": no column 'block'");
+    tables += "\n| " + c.name + ": block | parameters | lambda_max | lambda_min |\n|---|---|---|---|\n";
+    // Blocks encoder.layers.I and decoder.layers.I become a line per stack against I;
+    // embeddings and other are in the table only.
+    std::map<std::string, Series> lines;
+    for (const auto& r : t.rows) {
+      const std::string& name = r[block];
+      tables += "| " + name + " | " + show(field(t, r, "params", path), 12) + " | " + show(field(t, r, "lambda_max", path)) +
+                " | " + show(field(t, r, "lambda_min", path)) + " |\n";
+      const size_t dot = name.find(".layers.");
+      if (dot == std::string::npos) continue;
+      const std::string stack = name.substr(0, dot);
+      if (!lines.count(stack)) lines[stack] = series(c.name + " " + stack, stack == "decoder");
+      lines[stack].points.emplace_back(to_double(name.substr(dot + 8)), field(t, r, "lambda_max", path));
+    }
+    for (const auto& [stack, line] : lines) f.series.push_back(line);
+  }
+  if (draw(f, fig_dir))
+    out.push_back({"hessian", f.name, "lambda_max of each layer's diagonal Hessian block against layer, encoder solid, "
+                                      "decoder dashed (per_block.csv)"});
+}
+
 // ---- hessian: spectral densities with lambda_max marked ----
 void hessian_figures(const Source& s, const std::string& fig_dir, std::vector<FigureRef>& out, std::string& tables) {
   LineFigure f = line_figure(s.prefix + "hessian-density", s.title + ": Hessian spectral density", "eigenvalue", "density", true);
@@ -325,9 +439,8 @@ void hessian_figures(const Source& s, const std::string& fig_dir, std::vector<Fi
     for (const auto& r : t.rows) line.points.emplace_back(field(t, r, "lambda", path), field(t, r, "density", path));
     f.series.push_back(line);
     if (!fs::exists(c.dir + "/hessian.json")) continue;
-    const auto bytes = core::read_file(c.dir + "/hessian.json");
-    const auto h = nlohmann::json::parse(bytes.begin(), bytes.end());
-    auto num = [&](const char* k) { return h.contains(k) && h[k].is_number() ? h[k].get<double>() : std::nan(""); };
+    const auto h = read_json(c.dir + "/hessian.json");
+    auto num = [&](const char* k) { return number_at(h, k); };
     f.marks.emplace_back(num("lambda_max"), "lambda_max " + c.name);
     rows += "| " + c.name + " | " + show(num("lambda_max")) + " | " + show(num("lambda_min")) + " | " +
             show(num("trace")) + " | " + show(num("trace_stderr")) + " | " + show(num("sentences")) + " |\n";
@@ -336,6 +449,7 @@ void hessian_figures(const Source& s, const std::string& fig_dir, std::vector<Fi
     tables += "\n| cell | lambda_max | lambda_min | trace | trace stderr | sentences |\n|---|---|---|---|---|---|\n" + rows;
   if (draw(f, fig_dir))
     out.push_back({"hessian", f.name, "Hessian spectral density (log scale), lambda_max marked (density.csv, hessian.json)"});
+  hessian_block_figure(s, fig_dir, out, tables);
 }
 
 std::string cell_table(const Source& s) {
@@ -410,6 +524,8 @@ ReportSummary write_report(const ReportOptions& options) {
     std::string tables;
     training_figures(s, fig_dir, figures);
     probe_figures(s, fig_dir, figures, tables);
+    sweep_figures(s, fig_dir, figures, tables);
+    evaluate_table(s, tables);
     trace_figures(s, fig_dir, figures);
     perturb_figures(s, fig_dir, figures, tables);
     hessian_figures(s, fig_dir, figures, tables);

@@ -3,10 +3,13 @@
 //
 //   metrics.jsonl                 validation loss (and BLEU) against epoch, training loss against update
 //   grad_norms.csv, hidden_norms.csv   gradient norm / hidden-state norm (with Lemma 2's bounds) against layer
+//   sweep.csv + sweep.json        Theorem 1: last FFN weight's gradient against depth and width, log-log, slopes
 //   trace/histograms.csv          gradient and update histograms over steps (heat maps)
 //   trace/ln_inputs.csv           LayerNorm input norms per layer over steps
 //   perturb.csv                   output change against depth
 //   density.csv + hessian.json    Hessian spectral density, log scale, lambda_max marked
+//   per_block.csv                 lambda_max of each layer's Hessian block against layer, and a table
+//   evaluate.json                 a table of test BLEU, chrF and loss
 //
 // OUT/REPORT.md, OUT/report.json (the same verdicts and tables, for programs) and
 // OUT/figures/NAME.{png,svg,dat,gp}.

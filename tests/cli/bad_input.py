@@ -94,6 +94,8 @@ def main():
          "not divisible by --heads 3"),
         (["init", *tiny[:6], "--encoder-layers", "0", "--vocab-size", "20", "--out", w("x")],
          "--encoder-layers must be positive"),
+        (["init", *tiny, "--layers", "3", "--out", w("x")], "--encoder-layers excludes --layers"),
+        (["init", *tiny[:6], "--layers", "0", "--vocab-size", "20", "--out", w("x")], "--encoder-layers must be positive"),
         (["init", "--ffn-dim", "-4", "--d-model", "8", *tiny[4:], "--out", w("x")], "--ffn-dim must be positive"),
         (["init", "--scheme", "pre-ln", "--init", "t-fixup", *tiny, "--out", w("x")], "without LayerNorm"),
         (["init", "--scheme", "rezero", "--norm", "post", *tiny, "--out", w("x")], "needs --norm none"),

@@ -1,0 +1,233 @@
+#!/usr/bin/env python3
+"""The paper recipes at the smoke scale, end to end, and their reports.
+
+For each recipe named on the command line: `normlab run RECIPE --scale smoke` (no cell may
+fail), then `normlab report`, then checks that
+- the report holds the figures this recipe's cells must produce (valid PNG signature, SVG that
+  parses as XML) and a verdict per claim (with the verdict lines on stderr);
+- the numbers in its tables and figure data are those Python computes from the result files
+  (independently of the report's readers): probe --sweep's slopes are the least-squares slopes
+  of log(grad_norm) on log L and log C over sweep.csv's rows, the sweep figures' points the means
+  over seeds; hessian --per-block's table and figure hold per_block.csv's lambda_max; the test-BLEU
+  table holds evaluate.json's BLEU;
+- claims whose rule Python can evaluate from the files get the verdict Python gives (Fig. 3's
+  gradient growth, the Hessian report's lambda_max comparison, the perturb growth ratios).
+ctest (`recipe.paper_recipes_smoke`) runs xiong_fig3, huang_fig2_3, hessian_report and
+huang_table1 (the recipes with result files of their own kinds: sweep, trace, per-block,
+evaluate); huang_fig3c, huang_fig4b and schemes (train cells and perturb, ~30 s together) are
+checked the same way when named by hand."""
+import argparse
+import csv
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import tomllib
+import xml.etree.ElementTree as ET
+
+# Figures each recipe's smoke run must draw (figure names in report.json).
+FIGURES = {
+    "xiong_fig3": {"grad-norms-fig3", "hidden-norms-fig3", "hidden-norms-lemma2", "grad-norms-lemma2",
+                   "sweep-layers-sweep", "sweep-d-sweep"},
+    "huang_fig2_3": {"train-loss", "histogram-grad-post-ln-warmup", "histogram-update-post-ln-warmup",
+                     "histogram-grad-post-ln-no-warmup", "histogram-update-post-ln-no-warmup",
+                     "histogram-grad-t-fixup", "histogram-update-t-fixup", "ln-inputs-decoder-post-ln-warmup",
+                     "ln-inputs-encoder-post-ln-warmup", "ln-inputs-decoder-post-ln-no-warmup",
+                     "ln-inputs-encoder-post-ln-no-warmup"},
+    "huang_fig3c": {"valid-loss", "train-loss"},
+    "huang_fig4b": {"valid-loss", "train-loss"},
+    "hessian_report": {"hessian-density", "hessian-blocks"},
+    "huang_table1": {"valid-loss", "train-loss"},
+    "schemes": {"valid-loss", "train-loss", "perturb-perturb_delta=sign", "perturb-perturb_delta=adam"},
+}
+
+
+def rows(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def slope(xs, ys):
+    """Least-squares slope of log y on log x."""
+    lx = [math.log(x) for x in xs]
+    ly = [math.log(y) for y in ys]
+    mx, my = sum(lx) / len(lx), sum(ly) / len(ly)
+    return sum((a - mx) * (b - my) for a, b in zip(lx, ly)) / sum((a - mx) ** 2 for a in lx)
+
+
+def close(a, b, rel=2e-3):
+    return abs(a - b) <= rel * max(abs(a), abs(b), 1e-12)
+
+
+def number(text):
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def table_numbers(md, header, first_cell):
+    """The fields (numbers as floats) of the row `| first_cell | ...` of the markdown table whose
+    header line starts with `header`."""
+    lines = md.splitlines()
+    for i, line in enumerate(lines):
+        if not line.startswith(header):
+            continue
+        for row in lines[i + 2:]:
+            if not row.startswith("|"):
+                break
+            if row.startswith("| " + first_cell + " |"):
+                return [number(c.strip()) for c in row.strip("|").split("|")]
+    return None
+
+
+def dat_blocks(path):
+    """A figure's .dat file: {series title: [(x, y), ...]}."""
+    blocks, title = {}, None
+    for line in open(path):
+        line = line.strip()
+        if line.startswith("# "):
+            title = line[2:]
+            blocks[title] = []
+        elif line and title is not None:
+            x, y = map(float, line.split())
+            blocks[title].append((x, y))
+    return blocks
+
+
+def verdict(truth):
+    return "reproduced" if truth else "not reproduced"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--normlab", required=True)
+    ap.add_argument("--recipes", required=True)
+    ap.add_argument("--workdir", required=True)
+    ap.add_argument("names", nargs="+")
+    args = ap.parse_args()
+    shutil.rmtree(args.workdir, ignore_errors=True)
+    os.makedirs(args.workdir)
+    failures = []
+
+    def check(cond, what):
+        if not cond:
+            failures.append(what)
+
+    for name in args.names:
+        path = os.path.join(args.recipes, name + ".toml")
+        out = os.path.join(args.workdir, name)
+        start = time.time()
+        r = subprocess.run([args.normlab, "run", path, "--out", out, "--scale", "smoke", "--threads", "1",
+                            "--device", "cpu"], capture_output=True, text=True, timeout=600)
+        wall = time.time() - start
+        check(r.returncode == 0, f"{name}: run exit {r.returncode}: {r.stderr[-600:]}")
+        cells = {}
+        for line in rows(os.path.join(out, "summary.csv")):
+            cells[line["cell"]] = line["status"]
+        check(cells and all(s in ("ok", "diverged") for s in cells.values()), f"{name}: cell statuses {cells}")
+        r = subprocess.run([args.normlab, "report", out], capture_output=True, text=True, timeout=300)
+        check(r.returncode == 0, f"{name}: report: {r.stderr[-600:]}")
+        if r.returncode != 0:
+            continue
+        rep = json.load(open(os.path.join(out, "report", "report.json")))["sources"][0]
+        md = open(os.path.join(out, "report", "REPORT.md")).read()
+        figs = {f["name"] for f in rep.get("figures", [])}
+        check(FIGURES[name] <= figs, f"{name}: missing figures {sorted(FIGURES[name] - figs)}")
+        for f in rep.get("figures", []):
+            png = os.path.join(out, "report", f["png"])
+            check(open(png, "rb").read(8) == b"\x89PNG\r\n\x1a\n" and os.path.getsize(png) > 2000, f"{png} is a PNG")
+            try:
+                check(ET.parse(os.path.join(out, "report", f["svg"])).getroot().tag.endswith("svg"), f["svg"])
+            except ET.ParseError as e:
+                failures.append(f"{f['svg']}: {e}")
+        claims = tomllib.load(open(path, "rb")).get("claims", [])
+        check(len(rep["claims"]) == len(claims), f"{name}: a verdict per claim")
+        verdicts = {c["text"]: c["verdict"] for c in rep["claims"]}
+        check(sum(l.startswith(("  reproduced", "  not reproduced", "  inconclusive")) for l in r.stderr.splitlines())
+              == len(claims), f"{name}: verdict lines on stderr")
+        cell = lambda c: os.path.join(out, "cells", c)
+
+        if name == "xiong_fig3":
+            # Theorem 1's slopes, recomputed from sweep.csv, and the figure's means over seeds.
+            sweep = rows(os.path.join(cell("sweep"), "sweep.csv"))
+            fits = json.load(open(os.path.join(cell("sweep"), "sweep.json")))
+            for scheme, fit in fits.items():
+                d0, l0 = fit["d_model_of_layer_sweep"], fit["layers_of_d_sweep"]
+                by_l = [(int(x["layers"]), float(x["grad_norm"])) for x in sweep
+                        if x["scheme"] == scheme and int(x["d_model"]) == d0]
+                by_d = [(int(x["d_model"]), float(x["grad_norm"])) for x in sweep
+                        if x["scheme"] == scheme and int(x["layers"]) == l0]
+                s_l, s_d = slope(*zip(*by_l)), slope(*zip(*by_d))
+                row = table_numbers(md, "| sweep: scheme | slope vs L", scheme)
+                check(row is not None and close(row[1], s_l, 5e-3) and close(row[3], s_d, 5e-3),
+                      f"sweep table {scheme}: {row} vs Python slopes {s_l:.4f} {s_d:.4f}")
+                dat = dat_blocks(os.path.join(out, "report", "figures", "sweep-layers-sweep.dat"))
+                means = {}
+                for l, g in by_l:
+                    means.setdefault(l, []).append(g)
+                want = [(l, sum(v) / len(v)) for l, v in sorted(means.items())]
+                got = next((v for k, v in dat.items() if k.startswith(scheme + " (fitted slope ")), [])
+                check(len(got) == len(want) and all(a == b and close(x, y, 1e-6) for (a, x), (b, y) in zip(got, want)),
+                      f"sweep-layers figure {scheme}: {got} vs {want}")
+            # Fig. 3's first claim, from grad_norms.csv.
+            g = {(x["scheme"], x["param"]): float(x["expected_grad_norm_mean"])
+                 for x in rows(os.path.join(cell("fig3"), "grad_norms.csv"))}
+            a, b = g[("post-ln", "decoder.layers.5.fc2.weight")], g[("post-ln", "decoder.layers.0.fc2.weight")]
+            if abs(a - b) > 0.005:
+                check(verdicts[claims[0]["text"]] == verdict(a > b), f"fig3 claim: {a} vs {b}")
+
+        if name == "hessian_report":
+            for c in cells:
+                h = json.load(open(os.path.join(cell(c), "hessian.json")))
+                row = table_numbers(md, "| cell | lambda_max |", c)
+                check(row is not None and close(row[1], h["lambda_max"], 1e-3), f"hessian table {c}: {row}")
+                if not os.path.exists(os.path.join(cell(c), "per_block.csv")):
+                    check(not c.startswith("L6+6"), f"{c}: per_block.csv (--per-block at smoke)")
+                    continue
+                blocks = rows(os.path.join(cell(c), "per_block.csv"))
+                layers = [b for b in blocks if ".layers." in b["block"]]
+                check(len(layers) == sum(map(int, re.findall(r"L(\d+)\+(\d+)", c)[0])), f"{c}: a block per layer")
+                for b in blocks:
+                    check(f"| {b['block']} |" in md, f"{c}: per-block table row {b['block']}")
+                dat = dat_blocks(os.path.join(out, "report", "figures", "hessian-blocks.dat"))
+                for stack in ("encoder", "decoder"):
+                    want = sorted((float(b["block"].split(".")[-1]), float(b["lambda_max"])) for b in layers
+                                  if b["block"].startswith(stack))
+                    got = dat.get(f"{c} {stack}", [])
+                    check(len(got) == len(want) and all(close(x, y, 1e-6) for (_, x), (_, y) in zip(got, want)),
+                          f"hessian-blocks figure {c} {stack}")
+            lm = {c: json.load(open(os.path.join(cell(c), "hessian.json")))["lambda_max"] for c in cells}
+            check(verdicts[claims[0]["text"]] == verdict(lm["L6+6_scheme=post-ln"] > lm["L6+6_scheme=pre-ln"]),
+                  "hessian claim 1")
+
+        if name == "huang_table1":
+            for c in [c for c in cells if c.startswith("test-")]:
+                e = json.load(open(os.path.join(cell(c), "evaluate.json")))
+                row = table_numbers(md, "| cell | sentences | BLEU |", c)
+                check(row is not None and close(row[2], e["bleu"], 1e-3) and row[1] == e["sentences"],
+                      f"test BLEU table {c}: {row} vs {e['bleu']}")
+
+        if name == "schemes":
+            p = rows(os.path.join(cell("perturb_delta=sign"), "perturb.csv"))
+            mean = lambda s, d: sum(float(x["decoder_change"]) for x in p if x["scheme"] == s and x["depth"] == str(d)) \
+                / sum(1 for x in p if x["scheme"] == s and x["depth"] == str(d))
+            post, admin = mean("post-ln", 12) / mean("post-ln", 2), mean("admin", 12) / mean("admin", 2)
+            text = next(c["text"] for c in claims if "more than Admin" in c["text"])
+            if abs(post - admin) > 0.1:
+                check(verdicts[text] == verdict(post > admin), f"perturb claim: {post} vs {admin}")
+        print(f"{name}: {len(cells)} cells, run {wall:.1f} s, {len(figs)} figures, "
+              f"{len(claims)} claims: {sorted(verdicts.values())}")
+
+    for f in failures:
+        print("FAIL:", f)
+    print(f"{len(failures)} failures")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
