@@ -96,6 +96,7 @@ def main():
     if a.peer:
         print(json.dumps(peer_run(a.peer, a.sentences, a.length, a.repeats, a.threads)))
         return
+    load_start, t_start = os.getloadavg(), time.perf_counter()
     size = ["--d-model", "512", "--ffn-dim", "1024", "--heads", "4"]
     with tempfile.TemporaryDirectory() as tmp:
         ckpt, weights = os.path.join(tmp, "m.ckpt"), os.path.join(tmp, "weights.pt")
@@ -124,14 +125,15 @@ def main():
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")),
                platform.processor())
     load = os.getloadavg()
+    command = " ".join(["python3", "bench/hvp_step.py"] + sys.argv[1:])
     text = (
         f"One HVP vs one gradient, {a.scheme} d=512, 4 heads, FFN 1024, {a.layers}+{a.layers} layers, "
         f"V={a.vocab_size} ({ours[0]['parameters']:,} parameters), one batch of {a.sentences} x {a.length} "
         f"random source and target tokens, dropout off, label smoothing 0.1, float32; {a.threads} thread(s), "
-        f"{cpu}, torch {torch.__version__}, {datetime.date.today()}; load average before the table "
-        f"{load[0]:.2f}/{load[1]:.2f}/{load[2]:.2f} (2 cores, shared); medians of {a.processes} alternating processes "
-        f"per side x {a.repeats} timed pairs.\n\n"
-        f"Command: `python3 bench/hvp_step.py --normlab build/normlab --bench build/normlab_hvp_bench`\n\n"
+        f"{cpu}, torch {torch.__version__}, {datetime.date.today()}; 1-minute load average "
+        f"{load_start[0]:.2f} at the start, {load[0]:.2f} at the end ({os.cpu_count()} cores, shared); medians of {a.processes} alternating processes "
+        f"per side x {a.repeats} timed pairs; wall time {time.perf_counter() - t_start:.0f} s.\n\n"
+        f"Command: `{command}`\n\n"
         "| implementation | gradient s | HVP s | HVP / gradient | peak RSS MB |\n"
         "|---|---:|---:|---:|---:|\n"
         f"| normlab (C++) | {g_ours:.3f} | {h_ours:.3f} | {h_ours / g_ours:.2f} | {max(r['peak_rss_mb'] for r in ours):.0f} |\n"

@@ -29,6 +29,7 @@ FullDataHessian::FullDataHessian(model::Seq2Seq model, std::vector<data::Batch> 
     offsets_.push_back(dim_);
     dim_ += p.value().numel();
     params_.emplace_back(p.key(), p.value());
+    inputs_.push_back(p.value());
   }
   if (params_.empty())
     throw std::invalid_argument("--params: '" + params_regex + "' matches no parameter name");
@@ -46,54 +47,66 @@ torch::Dtype FullDataHessian::dtype() const { return params_.front().second.scal
 
 torch::Tensor FullDataHessian::batch_loss(const data::Batch& b) const {
   auto logits = model_->forward(b.src, b.prev_output_tokens);  // (B,T,V)
-  return train::label_smoothed_nll(logits, b.target, loss_.label_smoothing, loss_.formula, kPad).loss;
-}
-
-void FullDataHessian::add_flat(torch::Tensor& out, const std::vector<torch::Tensor>& parts) const {
-  for (size_t i = 0; i < params_.size(); ++i) {
-    if (!parts[i].defined()) continue;  // a parameter the loss does not reach
-    out.narrow(0, offsets_[i], params_[i].second.numel()).add_(parts[i].reshape(-1));
-  }
+  auto sums = train::label_smoothed_nll(logits, b.target, loss_.label_smoothing, loss_.formula, kPad);
+  // This batch's share of the full-data mean: dividing the scalar here (not the (n) result at
+  // the end) costs nothing, and sum_b d²(loss_b / N) = H.
+  return sums.loss / static_cast<double>(tokens_);
 }
 
 torch::Tensor FullDataHessian::hvp(const torch::Tensor& v) const {
   TORCH_CHECK(v.dim() == 1 && v.size(0) == dim_, "hvp: expected a vector of ", dim_, " entries, got ",
               v.sizes());
-  std::vector<torch::Tensor> inputs, pieces;
-  for (size_t i = 0; i < params_.size(); ++i) {
-    inputs.push_back(params_[i].second);
-    pieces.push_back(v.narrow(0, offsets_[i], params_[i].second.numel())
-                         .view(params_[i].second.sizes())
-                         .to(device_, params_[i].second.scalar_type()));
-  }
-  auto out = torch::zeros({dim_}, v.options().device(device_));
+  // v as parameter-shaped views (no copy when v already has the model's device and dtype).
+  const auto vd = v.to(device_, dtype());
+  std::vector<torch::Tensor> pieces;
+  for (size_t i = 0; i < params_.size(); ++i)
+    pieces.push_back(vd.narrow(0, offsets_[i], params_[i].second.numel()).view(params_[i].second.sizes()));
+  std::vector<torch::Tensor> sums(params_.size());
   for (const auto& b : batches_) {
     torch::AutoGradMode grad_mode(true);
-    auto g = torch::autograd::grad({batch_loss(b)}, inputs, {}, /*retain_graph=*/true,
+    auto g = torch::autograd::grad({batch_loss(b)}, inputs_, {}, /*retain_graph=*/true,
                                    /*create_graph=*/true, /*allow_unused=*/true);
-    auto gv = torch::zeros({}, out.options());
-    for (size_t i = 0; i < g.size(); ++i)
-      if (g[i].defined()) gv = gv + (g[i] * pieces[i]).sum();
-    if (!gv.requires_grad()) continue;  // no selected parameter reaches this batch's loss twice
-    auto hv = torch::autograd::grad({gv}, inputs, {}, /*retain_graph=*/false,
-                                    /*create_graph=*/false, /*allow_unused=*/true);
-    add_flat(out, hv);
+    // Hv = d/dθ <g, v>: the gradient of the g_i with grad_outputs v_i, no graph for the dot
+    // product. A g_i that does not depend on θ contributes nothing.
+    std::vector<torch::Tensor> outputs, directions;
+    for (size_t i = 0; i < g.size(); ++i) {
+      if (!g[i].defined() || !g[i].requires_grad()) continue;
+      outputs.push_back(g[i]);
+      directions.push_back(pieces[i]);
+    }
+    if (outputs.empty()) continue;
+    accumulate(sums, torch::autograd::grad(outputs, inputs_, directions, /*retain_graph=*/false,
+                                           /*create_graph=*/false, /*allow_unused=*/true));
   }
-  return out.div_(static_cast<double>(tokens_)).to(v.device());
+  return flatten(sums).to(v.device(), v.scalar_type());
 }
 
 std::pair<torch::Tensor, double> FullDataHessian::gradient() const {
-  std::vector<torch::Tensor> inputs;
-  for (const auto& p : params_) inputs.push_back(p.second);
-  auto out = torch::zeros({dim_}, params_.front().second.options());
+  std::vector<torch::Tensor> sums(params_.size());
   double loss = 0.0;
   for (const auto& b : batches_) {
     torch::AutoGradMode grad_mode(true);
     auto l = batch_loss(b);
     loss += l.item<double>();
-    add_flat(out, torch::autograd::grad({l}, inputs, {}, false, false, /*allow_unused=*/true));
+    accumulate(sums, torch::autograd::grad({l}, inputs_, {}, false, false, /*allow_unused=*/true));
   }
-  return {out.div_(static_cast<double>(tokens_)), loss / static_cast<double>(tokens_)};
+  return {flatten(sums), loss};
+}
+
+void FullDataHessian::accumulate(std::vector<torch::Tensor>& sums, const std::vector<torch::Tensor>& parts) const {
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!parts[i].defined()) continue;  // a parameter the loss does not reach
+    // Out of place: a returned gradient may alias another (an expanded or shared tensor).
+    sums[i] = sums[i].defined() ? sums[i] + parts[i] : parts[i];
+  }
+}
+
+torch::Tensor FullDataHessian::flatten(const std::vector<torch::Tensor>& sums) const {
+  std::vector<torch::Tensor> flat;
+  for (size_t i = 0; i < params_.size(); ++i)
+    flat.push_back(sums[i].defined() ? sums[i].reshape(-1)
+                                     : torch::zeros({params_[i].second.numel()}, params_[i].second.options()));
+  return torch::cat(flat);  // (n)
 }
 
 LinearOperator FullDataHessian::as_operator() const {

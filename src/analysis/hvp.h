@@ -53,14 +53,19 @@ class FullDataHessian {
   int64_t offset(size_t i) const { return offsets_[i]; }
 
  private:
-  torch::Tensor batch_loss(const data::Batch& b) const;  // summed label-smoothed loss, scalar
-  void add_flat(torch::Tensor& out, const std::vector<torch::Tensor>& parts) const;
+  // The batch's summed label-smoothed loss divided by tokens(): its share of the mean, scalar.
+  torch::Tensor batch_loss(const data::Batch& b) const;
+  // sums[i] += parts[i] per parameter (undefined parts: the loss does not reach it).
+  void accumulate(std::vector<torch::Tensor>& sums, const std::vector<torch::Tensor>& parts) const;
+  // The per-parameter sums as one flat vector (n), zeros where undefined.
+  torch::Tensor flatten(const std::vector<torch::Tensor>& sums) const;
 
   mutable model::Seq2Seq model_;  // forward() is not const
   std::vector<data::Batch> batches_;
   LossOptions loss_;
   torch::Device device_;
   std::vector<std::pair<std::string, torch::Tensor>> params_;
+  std::vector<torch::Tensor> inputs_;  // params_'s tensors, as autograd::grad takes them
   std::vector<int64_t> offsets_;
   int64_t dim_ = 0, tokens_ = 0, sentences_ = 0;
 };

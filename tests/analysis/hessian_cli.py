@@ -27,7 +27,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "reference"))
 import reference_model as ref  # noqa: E402
 
-SENTENCES = 24
+SENTENCES = 12
 
 
 def run(*cmd, **kw):
@@ -64,7 +64,7 @@ def case_pyhessian(normlab, data, work):
         print("SKIP: pyhessian is not installed (pip install pyhessian)")
         return
     prefix, spm, ckpt = setup(normlab, data, work)
-    ours, our_time, _ = hessian(normlab, prefix, spm, ckpt, os.path.join(work, "ours"), "--steps", 40,
+    ours, our_time, _ = hessian(normlab, prefix, spm, ckpt, os.path.join(work, "ours"), "--steps", 20,
                                 "--power", "--trace-samples", 49)
     run(normlab, "export", "--checkpoint", ckpt, "--out", os.path.join(work, "weights.pt"))
     ids = {}
@@ -110,7 +110,7 @@ def case_pyhessian(normlab, data, work):
     print(f"PyHessian: top eigenvalue {top[0]:.10g} in {t_eig:.2f} s; trace {py_trace:.8g} +- {py_se:.3g} "
           f"({len(samples)} samples) in {t_trace:.2f} s")
     # PyHessian stops when successive quotients change by < 1e-3 relative, which leaves an error
-    # of about tol / (1 - |lambda_2/lambda_1|): measured 0.9% here, so 2% is allowed.
+    # of about tol / (1 - |lambda_2/lambda_1|): measured 0.3% here (0.9% on 24 pairs), so 2% is allowed.
     assert abs(top[0] - dominant) <= 2e-2 * abs(dominant), (top[0], dominant)
     assert abs(ours["power"]["eigenvalue"] - dominant) <= 1e-2 * abs(dominant)
     bound = 3 * math.hypot(ours["trace_stderr"], py_se)
@@ -119,7 +119,7 @@ def case_pyhessian(normlab, data, work):
 
 def case_resume(normlab, data, work):
     prefix, spm, ckpt = setup(normlab, data, work)
-    common = ["--steps", 16, "--probes", 2, "--save-every", 3]
+    common = ["--steps", 8, "--probes", 2, "--save-every", 3]
     full, _, _ = hessian(normlab, prefix, spm, ckpt, os.path.join(work, "full"), *common)
     out = os.path.join(work, "killed")
     shutil.rmtree(out, ignore_errors=True)
@@ -148,12 +148,12 @@ def case_resume(normlab, data, work):
 def case_outputs(normlab, data, work):
     prefix, spm, ckpt = setup(normlab, data, work)
     out = os.path.join(work, "outputs")
-    res, _, _ = hessian(normlab, prefix, spm, ckpt, out, "--steps", 20, "--probes", 3, "--per-block",
-                        "--per-block-steps", 10, "--bins", 500)
+    res, _, _ = hessian(normlab, prefix, spm, ckpt, out, "--steps", 20, "--probes", 2, "--per-block",
+                        "--per-block-steps", 5, "--bins", 500)
     for key in ("lambda_max", "lambda_min", "top_eigenvalues", "trace", "trace_stderr", "probes",
                 "sentences", "tokens", "wall_s", "config"):
         assert key in res, key
-    assert res["sentences"] == SENTENCES and len(res["probes"]) == 3
+    assert res["sentences"] == SENTENCES and len(res["probes"]) == 2
     for p in res["probes"]:
         assert len(p["alpha"]) == 20 and len(p["beta"]) == 19 and len(p["nodes"]) == 20
         assert abs(sum(p["weights"]) - 1) < 1e-12
