@@ -64,8 +64,16 @@ bool draw(const LineFigure& f, const std::string& dir) {
         block += num(x) + " " + num(y) + "\n";
     if (block.empty()) continue;
     data += "# " + s.title + "\n" + block + "\n\n";
-    plot += std::string(plot.empty() ? "plot " : ", ") + quote(f.name + ".dat") + " index " + std::to_string(index++) +
-            " using 1:2 with linespoints pointsize 0.6" + (s.dashed ? " dashtype 2" : "") + " title " + quote(s.title);
+    // gnuplot's own line types repeat their colours after 8 series; 16 explicit colours (and
+    // point types) keep up to 16 series apart, e.g. 5 schemes x 2 deltas in the perturb figure.
+    static const char* const kColours[] = {"#9400d3", "#009e73", "#56b4e9", "#e69f00", "#f0e442", "#0072b2",
+                                           "#e51e10", "#000000", "#a0522d", "#ff69b4", "#808000", "#00ced1",
+                                           "#4b0082", "#7f7f7f", "#32cd32", "#dc143c"};
+    const int n = static_cast<int>(sizeof kColours / sizeof kColours[0]);
+    plot += std::string(plot.empty() ? "plot " : ", ") + quote(f.name + ".dat") + " index " + std::to_string(index) +
+            " using 1:2 with linespoints pointsize 0.6 lc rgb \"" + kColours[index % n] + "\" pt " +
+            std::to_string(index % 13 + 1) + (s.dashed ? " dashtype 2" : "") + " title " + quote(s.title);
+    ++index;
   }
   if (plot.empty()) return false;
   std::string setup = "set datafile separator whitespace\nset title " + quote(f.title) + "\nset xlabel " +
