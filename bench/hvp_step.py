@@ -26,6 +26,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "reference"))
 import reference_model as ref  # noqa: E402
 
+from doc_block import write_block
+
 
 def peer_run(weights_pt, sentences, length, repeats, threads):
     torch.set_num_threads(threads)
@@ -62,20 +64,6 @@ def peer_run(weights_pt, sentences, length, repeats, threads):
     return {"impl": "pytorch", "parameters": sum(p.numel() for p in params),
             "median_gradient_seconds": statistics.median(grad_s), "median_hvp_seconds": statistics.median(hvp_s),
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0}
-
-
-def write_table(path, text):
-    begin, end = "<!-- bench:hvp_step:begin -->", "<!-- bench:hvp_step:end -->"
-    old = open(path).read() if os.path.exists(path) else "# Performance\n"
-    block = f"{begin}\n{text}{end}"
-    if begin in old:
-        new = old[: old.index(begin)] + block + old[old.index(end) + len(end):]
-    else:
-        new = old.rstrip("\n") + "\n\n## Hessian-vector products\n\n" + block + "\n"
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(new)
-    os.replace(tmp, path)
 
 
 def main():
@@ -142,7 +130,7 @@ def main():
         f"normlab HVP / gradient within each process: {', '.join(f'{x:.2f}' for x in ratios)} "
         f"(aim <= 2.5). PyTorch HVP time / normlab HVP time: **{h_peer / h_ours:.2f}x** (aim >= 1).\n")
     print(text)
-    write_table(a.out, text)
+    write_block(a.out, "hvp_step", text, heading="Hessian-vector products")
 
 
 if __name__ == "__main__":

@@ -25,6 +25,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "reference"))
 import reference_model as ref  # noqa: E402
 
+from doc_block import write_block
+
 
 def step_flops(cfg, B, S, T):
     """Matrix-multiply FLOPs of one training step: forward x 3 (backward is about 2x)."""
@@ -78,20 +80,6 @@ def peer_run(weights_pt, sentences, length, warmup, steps, threads):
         step()
         times.append(time.perf_counter() - t0)
     return {"impl": "pytorch", "median_seconds": statistics.median(times), "step_seconds": times}
-
-
-def write_table(path, text):
-    begin, end = "<!-- bench:train_step:begin -->", "<!-- bench:train_step:end -->"
-    old = open(path).read() if os.path.exists(path) else "# Performance\n"
-    block = f"{begin}\n{text}{end}"
-    if begin in old:
-        new = old[: old.index(begin)] + block + old[old.index(end) + len(end):]
-    else:
-        new = old.rstrip("\n") + "\n\n" + block + "\n"
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(new)
-    os.replace(tmp, path)
 
 
 def main():
@@ -165,7 +153,7 @@ def main():
         f"{peak:.0f} GFLOP/s, torch.mm in Python {py_sgemm:.0f} GFLOP/s. FLOPs counted analytically "
         f"(matrix products only, backward = 2x forward): {flops / 1e9:.1f} GFLOP per step.\n")
     print(text)
-    write_table(args.out, text)
+    write_block(args.out, "train_step", text)
 
 
 if __name__ == "__main__":
