@@ -1,6 +1,7 @@
 // One Hessian-vector product (double back-propagation, analysis/hvp.h) against one gradient
-// on the same batch of random ids, timed alternately in one process; prints one JSON line
-// with medians and the process's peak resident memory. bench/hvp_step.py runs it beside a
+// on the same batch of random ids, timed alternately in one process, and the product with the
+// batch's first-order graph kept (--keep-graphs: every product after the first); prints one
+// JSON line with medians and the process's peak resident memory. bench/hvp_step.py runs it beside a
 // PyTorch double-backward peer and writes docs/performance.md.
 #include <sys/resource.h>
 
@@ -56,12 +57,14 @@ int main(int argc, char** argv) {
     src[i].assign(s.data_ptr<int64_t>(), s.data_ptr<int64_t>() + length - 1);  // + </s> = length
     tgt[i].assign(t.data_ptr<int64_t>(), t.data_ptr<int64_t>() + length - 1);
   }
-  analysis::FullDataHessian h(net, {data::make_batch(src, tgt, 0, src.size())}, {}, ".*", torch::kCPU);
+  const auto batch = data::make_batch(src, tgt, 0, src.size());
+  analysis::FullDataHessian h(net, {batch}, {}, ".*", torch::kCPU);
+  analysis::FullDataHessian kept(net, {batch}, {}, ".*", torch::kCPU, /*keep_graphs=*/true);
   auto v = torch::randn({h.dim()});
 
   using Clock = std::chrono::steady_clock;
   auto since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
-  std::vector<double> grad_s, hvp_s;
+  std::vector<double> grad_s, hvp_s, kept_s;
   for (int64_t r = 0; r <= repeats; ++r) {
     auto t0 = Clock::now();
     auto g = h.gradient();
@@ -69,9 +72,13 @@ int main(int argc, char** argv) {
     t0 = Clock::now();
     auto hv = h.hvp(v);
     const double th = since(t0);
+    t0 = Clock::now();
+    auto hk = kept.hvp(v);  // r == 0 builds the kept graph
+    const double tk = since(t0);
     if (r == 0) continue;  // warm-up
     grad_s.push_back(tg);
     hvp_s.push_back(th);
+    kept_s.push_back(tk);
   }
   auto median = [](std::vector<double> x) {
     std::sort(x.begin(), x.end());
@@ -87,6 +94,8 @@ int main(int argc, char** argv) {
                               {"hvp_seconds", hvp_s},
                               {"median_gradient_seconds", median(grad_s)},
                               {"median_hvp_seconds", median(hvp_s)},
+                              {"kept_hvp_seconds", kept_s},
+                              {"median_kept_hvp_seconds", median(kept_s)},
                               {"peak_rss_mb", usage.ru_maxrss / 1024.0}}
                    .dump()
             << "\n";

@@ -11,8 +11,9 @@ namespace normlab::analysis {
 
 FullDataHessian::FullDataHessian(model::Seq2Seq model, std::vector<data::Batch> batches,
                                  const LossOptions& loss, const std::string& params_regex,
-                                 const torch::Device& device)
-    : model_(std::move(model)), batches_(std::move(batches)), loss_(loss), device_(device) {
+                                 const torch::Device& device, bool keep_graphs)
+    : model_(std::move(model)), batches_(std::move(batches)), loss_(loss), device_(device),
+      keep_graphs_(keep_graphs) {
   std::regex re;
   try {
     re = std::regex(params_regex);
@@ -62,23 +63,31 @@ torch::Tensor FullDataHessian::hvp(const torch::Tensor& v) const {
   for (size_t i = 0; i < params_.size(); ++i)
     pieces.push_back(vd.narrow(0, offsets_[i], params_[i].second.numel()).view(params_[i].second.sizes()));
   std::vector<torch::Tensor> sums(params_.size());
-  for (const auto& b : batches_) {
+  for (size_t b = 0; b < batches_.size(); ++b) {
     torch::AutoGradMode grad_mode(true);
-    auto g = torch::autograd::grad({batch_loss(b)}, inputs_, {}, /*retain_graph=*/true,
-                                   /*create_graph=*/true, /*allow_unused=*/true);
     // Hv = d/dθ <g, v>: the gradient of the g_i with grad_outputs v_i, no graph for the dot
-    // product. A g_i that does not depend on θ contributes nothing.
+    // product.
     std::vector<torch::Tensor> outputs, directions;
-    for (size_t i = 0; i < g.size(); ++i) {
-      if (!g[i].defined() || !g[i].requires_grad()) continue;
-      outputs.push_back(g[i]);
+    for (const auto& [i, g] : first_order(b)) {
+      outputs.push_back(g);
       directions.push_back(pieces[i]);
     }
     if (outputs.empty()) continue;
-    accumulate(sums, torch::autograd::grad(outputs, inputs_, directions, /*retain_graph=*/false,
+    accumulate(sums, torch::autograd::grad(outputs, inputs_, directions, /*retain_graph=*/keep_graphs_,
                                            /*create_graph=*/false, /*allow_unused=*/true));
   }
   return flatten(sums).to(v.device(), v.scalar_type());
+}
+
+std::vector<std::pair<size_t, torch::Tensor>> FullDataHessian::first_order(size_t b) const {
+  if (keep_graphs_ && kept_.size() > b) return kept_[b];
+  auto g = torch::autograd::grad({batch_loss(batches_[b])}, inputs_, {}, /*retain_graph=*/true,
+                                 /*create_graph=*/true, /*allow_unused=*/true);
+  std::vector<std::pair<size_t, torch::Tensor>> fresh;
+  for (size_t i = 0; i < g.size(); ++i)
+    if (g[i].defined() && g[i].requires_grad()) fresh.emplace_back(i, g[i]);
+  if (keep_graphs_) kept_.push_back(fresh);  // batches are visited in order: kept_.size() == b
+  return fresh;
 }
 
 std::pair<torch::Tensor, double> FullDataHessian::gradient() const {

@@ -31,8 +31,11 @@ class FullDataHessian {
   // space, in the model's order; the others are frozen (requires_grad off). The model is put
   // in eval mode (dropout off). Throws std::invalid_argument when nothing matches or there
   // are no target tokens.
+  // keep_graphs: keep every batch's first-order gradient with its autograd graph after the
+  // first product, so that each later product costs only the double backward (PyHessian's
+  // single-batch mode keeps its one graph the same way); memory: all batches' graphs at once.
   FullDataHessian(model::Seq2Seq model, std::vector<data::Batch> batches, const LossOptions& loss,
-                  const std::string& params_regex, const torch::Device& device);
+                  const std::string& params_regex, const torch::Device& device, bool keep_graphs = false);
 
   int64_t dim() const { return dim_; }
   int64_t tokens() const { return tokens_; }        // target tokens of the whole set
@@ -42,7 +45,7 @@ class FullDataHessian {
 
   // H v over the whole set: sum over batches of the Hessian of each batch's summed loss
   // (= its mean weighted by its target tokens), divided by tokens(). One batch's graph at a
-  // time. v (n) -> (n).
+  // time unless keep_graphs. v (n) -> (n).
   torch::Tensor hvp(const torch::Tensor& v) const;
   // The full-data gradient (n) and loss per token.
   std::pair<torch::Tensor, double> gradient() const;
@@ -55,6 +58,9 @@ class FullDataHessian {
  private:
   // The batch's summed label-smoothed loss divided by tokens(): its share of the mean, scalar.
   torch::Tensor batch_loss(const data::Batch& b) const;
+  // Batch b's first-order gradient with its graph: the (parameter index, g_i) of every g_i
+  // that depends on θ (the others add nothing to Hv). Cached when keep_graphs_.
+  std::vector<std::pair<size_t, torch::Tensor>> first_order(size_t b) const;
   // sums[i] += parts[i] per parameter (undefined parts: the loss does not reach it).
   void accumulate(std::vector<torch::Tensor>& sums, const std::vector<torch::Tensor>& parts) const;
   // The per-parameter sums as one flat vector (n), zeros where undefined.
@@ -68,6 +74,8 @@ class FullDataHessian {
   std::vector<torch::Tensor> inputs_;  // params_'s tensors, as autograd::grad takes them
   std::vector<int64_t> offsets_;
   int64_t dim_ = 0, tokens_ = 0, sentences_ = 0;
+  bool keep_graphs_ = false;
+  mutable std::vector<std::vector<std::pair<size_t, torch::Tensor>>> kept_;  // per batch, when keep_graphs_
 };
 
 }  // namespace normlab::analysis

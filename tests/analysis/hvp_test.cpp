@@ -43,8 +43,8 @@ std::vector<data::Batch> tiny_batches(size_t per_batch) {
   return out;
 }
 
-FullDataHessian tiny_hessian(size_t per_batch, const std::string& params = ".*") {
-  return FullDataHessian(tiny_model(), tiny_batches(per_batch), LossOptions{}, params, torch::kCPU);
+FullDataHessian tiny_hessian(size_t per_batch, const std::string& params = ".*", bool keep_graphs = false) {
+  return FullDataHessian(tiny_model(), tiny_batches(per_batch), LossOptions{}, params, torch::kCPU, keep_graphs);
 }
 
 // Rows `rows` of the Hessian, each from the HVP of a unit vector: row i = H e_i = column i.
@@ -142,6 +142,19 @@ TEST_F(TinyHessian, BatchingDoesNotChangeTheProduct) {
   auto ref = hessian_->hvp(v);  // the whole set as one batch
   EXPECT_LT((pairs.hvp(v) - ref).abs().max().item<double>(), 1e-13 * ref.abs().max().item<double>());
   EXPECT_LT((single.hvp(v) - ref).abs().max().item<double>(), 1e-13 * ref.abs().max().item<double>());
+}
+
+// --keep-graphs: products after the first reuse each batch's first-order graph; every product,
+// for different directions and again for the first, equals the whole set's as one fresh batch.
+TEST_F(TinyHessian, KeptGraphsGiveTheSameProducts) {
+  auto kept = tiny_hessian(2, ".*", /*keep_graphs=*/true);
+  std::vector<torch::Tensor> vs;
+  for (int i = 0; i < 3; ++i) vs.push_back(torch::randn({hessian_->dim()}, torch::kFloat64));
+  vs.push_back(vs.front());
+  for (const auto& v : vs) {
+    auto ref = hessian_->hvp(v);
+    EXPECT_LT((kept.hvp(v) - ref).abs().max().item<double>(), 1e-13 * ref.abs().max().item<double>());
+  }
 }
 
 // --params: the Hessian of a subset is the principal sub-matrix of the full one.
