@@ -65,7 +65,7 @@ def case_pyhessian(normlab, data, work):
         return
     prefix, spm, ckpt = setup(normlab, data, work)
     ours, our_time, _ = hessian(normlab, prefix, spm, ckpt, os.path.join(work, "ours"), "--steps", 20,
-                                "--power", "--trace-samples", 49)
+                                "--power", "--trace-samples", 49, "--keep-graphs")
     run(normlab, "export", "--checkpoint", ckpt, "--out", os.path.join(work, "weights.pt"))
     ids = {}
     for lang in ("de", "en"):
