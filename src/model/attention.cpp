@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include "model/dropout.h"
+#include "model/linear.h"
 
 namespace normlab::model {
 
@@ -44,7 +45,7 @@ torch::Tensor MultiheadAttentionImpl::attend(const torch::Tensor& q, const torch
   auto probs = torch::softmax(scores, -1);
   probs = model::dropout(probs, attention_dropout_, is_training());
   auto context = torch::matmul(probs, v).transpose(1, 2).reshape({B, T, C});  // (B,T,C)
-  return out_proj(context);
+  return linear(out_proj, context);
 }
 
 torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& query,
@@ -54,9 +55,9 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& query,
   const double scale = 1.0 / std::sqrt(static_cast<double>(query.size(2) / heads_));
   // q, k, v in this order (not as call arguments, whose order C++ leaves open): the autograd
   // graph's order decides the order of gradient sums, hence their rounding.
-  auto q = split_heads(q_proj(query) * scale);
-  auto k = split_heads(k_proj(key_value));
-  auto v = split_heads(v_proj(key_value));
+  auto q = split_heads(linear(q_proj, query) * scale);
+  auto k = split_heads(linear(k_proj, key_value));
+  auto v = split_heads(linear(v_proj, key_value));
   return attend(q, k, v, key_padding_mask, causal);
 }
 
@@ -65,14 +66,14 @@ torch::Tensor MultiheadAttentionImpl::forward_step(const torch::Tensor& query,
                                                    const torch::Tensor& key_padding_mask,
                                                    bool static_kv, KeyValueCache& cache) {
   if (!static_kv || !cache.k.defined()) {
-    auto k = split_heads(k_proj(key_value)), v = split_heads(v_proj(key_value));  // (B,H,L,D)
+    auto k = split_heads(linear(k_proj, key_value)), v = split_heads(linear(v_proj, key_value));  // (B,H,L,D)
     const bool append = !static_kv && cache.k.defined();
     cache.k = append ? torch::cat({cache.k, k}, 2) : k;
     cache.v = append ? torch::cat({cache.v, v}, 2) : v;
   }
   // The query is the newest position: every cached key is at or before it, so no causal mask.
   const double scale = 1.0 / std::sqrt(static_cast<double>(query.size(2) / heads_));
-  auto q = split_heads(q_proj(query) * scale);
+  auto q = split_heads(linear(q_proj, query) * scale);
   return attend(q, cache.k, cache.v, key_padding_mask, false);
 }
 

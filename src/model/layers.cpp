@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include "model/dropout.h"
+#include "model/linear.h"
 
 #include "core/tokens.h"
 #include "model/scheme_constants.h"
@@ -28,7 +29,7 @@ torch::nn::LayerNorm final_layer_norm(torch::nn::Module& stack, const ModelConfi
 
 torch::Tensor feed_forward(torch::nn::Linear& fc1, torch::nn::Linear& fc2,
                            const torch::Tensor& x, double activation_dropout, bool training) {
-  return fc2(model::dropout(torch::relu(fc1(x)), activation_dropout, training));
+  return linear(fc2, model::dropout(torch::relu(linear(fc1, x)), activation_dropout, training));
 }
 
 double deepnorm_alpha(const ModelConfig& c, bool decoder) {
