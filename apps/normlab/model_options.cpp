@@ -25,6 +25,9 @@ void ModelOptions::add_to(CLI::App& cmd, bool vocab_options) {
       ->group(g);
   cmd.add_option("--share", share_, "shared embeddings: all|decoder|none")
       ->capture_default_str()->group(g);
+  cmd.add_option("--embed-init", embed_init_,
+                 "token tables and unshared output projection: normal (N(0, C^-1/2), fairseq)|xavier")
+      ->capture_default_str()->group(g);
   d_model_ = cmd.add_option("--d-model", sizes_.d_model, "model dimension C")->group(g);
   ffn_dim_ = cmd.add_option("--ffn-dim", sizes_.ffn_dim, "FFN dimension")->group(g);
   heads_ = cmd.add_option("--heads", sizes_.heads, "attention heads")->group(g);
@@ -73,6 +76,7 @@ model::ModelConfig ModelOptions::resolve(bool vocab_from_data) const {
     c.tgt_vocab_size = tgt_vocab_->count() > 0 ? sizes_.tgt_vocab_size : vocab_size_;
   }
   c.share = model::parse_shared_embeddings(share_);
+  c.embed_init = model::parse_embedding_init(embed_init_);
   c.scheme = model::scheme_by_name(scheme_);
   if (!norm_.empty()) c.scheme.norm = model::parse_norm_placement(norm_);
   if (!residual_.empty()) c.scheme.residual = model::parse_residual_form(residual_);

@@ -28,7 +28,7 @@ class ModelOptions {
   std::string scheme_ = "post-ln";
   std::string preset_ = "iwslt-small";
   std::string norm_, residual_, init_;
-  std::string share_ = "decoder";
+  std::string share_ = "decoder", embed_init_ = "normal";
   model::ModelConfig sizes_;  // holds the explicit size and dropout flags
   int64_t vocab_size_ = 0;
   int64_t layers_ = 0;  // --layers: encoder and decoder

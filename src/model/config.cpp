@@ -30,6 +30,8 @@ constexpr Names<InitMethod, 6> kInitNames{{{InitMethod::kXavier, "xavier"},
 constexpr Names<SharedEmbeddings, 3> kShareNames{{{SharedEmbeddings::kAll, "all"},
                                                   {SharedEmbeddings::kDecoder, "decoder"},
                                                   {SharedEmbeddings::kNone, "none"}}};
+constexpr Names<EmbeddingInit, 2> kEmbedInitNames{{{EmbeddingInit::kNormal, "normal"},
+                                                   {EmbeddingInit::kXavier, "xavier"}}};
 
 template <class E, size_t N>
 std::string name_of(const Names<E, N>& names, E value) {
@@ -105,6 +107,7 @@ std::string to_string(NormPlacement v) { return name_of(kNormNames, v); }
 std::string to_string(ResidualForm v) { return name_of(kResidualNames, v); }
 std::string to_string(InitMethod v) { return name_of(kInitNames, v); }
 std::string to_string(SharedEmbeddings v) { return name_of(kShareNames, v); }
+std::string to_string(EmbeddingInit v) { return name_of(kEmbedInitNames, v); }
 
 NormPlacement parse_norm_placement(const std::string& s, const std::string& option) {
   return parse(kNormNames, s, option);
@@ -117,6 +120,10 @@ InitMethod parse_init_method(const std::string& s, const std::string& option) {
 }
 SharedEmbeddings parse_shared_embeddings(const std::string& s, const std::string& option) {
   return parse(kShareNames, s, option);
+}
+
+EmbeddingInit parse_embedding_init(const std::string& s, const std::string& option) {
+  return parse(kEmbedInitNames, s, option);
 }
 
 SchemeSettings scheme_by_name(const std::string& name) {
@@ -229,6 +236,7 @@ void to_json(nlohmann::json& j, const ModelConfig& c) {
        {"attention_dropout", c.attention_dropout},
        {"activation_dropout", c.activation_dropout},
        {"share_embeddings", to_string(c.share)},
+       {"embed_init", to_string(c.embed_init)},
        {"norm", to_string(c.scheme.norm)},
        {"residual", to_string(c.scheme.residual)},
        {"init", to_string(c.scheme.init)},
@@ -248,6 +256,8 @@ void from_json(const nlohmann::json& j, ModelConfig& c) {
   j.at("attention_dropout").get_to(c.attention_dropout);
   j.at("activation_dropout").get_to(c.activation_dropout);
   c.share = parse_shared_embeddings(j.at("share_embeddings").get<std::string>(), "share_embeddings");
+  // Absent from files written before the option existed: they were all "normal".
+  c.embed_init = parse_embedding_init(j.value("embed_init", std::string("normal")), "embed_init");
   c.scheme.norm = parse_norm_placement(j.at("norm").get<std::string>(), "norm");
   c.scheme.residual = parse_residual_form(j.at("residual").get<std::string>(), "residual");
   c.scheme.init = parse_init_method(j.at("init").get<std::string>(), "init");

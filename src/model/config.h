@@ -18,6 +18,10 @@ enum class ResidualForm { kPlain, kAdmin, kReZero, kDeepNorm };
 enum class InitMethod { kXavier, kTFixup, kAdminProfile, kAdminClosedForm, kReZero, kDeepNorm };
 // Which embedding tables are one parameter.
 enum class SharedEmbeddings { kAll, kDecoder, kNone };
+// How token tables and an unshared output projection are initialised: N(0, C^-1/2) (fairseq,
+// REFERENCE §1) or Xavier-uniform like every other matrix (the PyTorch translation tutorial's
+// `xavier_uniform_` over all p.dim() > 1; docs/schemes.md).
+enum class EmbeddingInit { kNormal, kXavier };
 
 struct SchemeSettings {
   NormPlacement norm = NormPlacement::kPost;
@@ -38,6 +42,7 @@ struct ModelConfig {
   double attention_dropout = 0.0; // on attention probabilities
   double activation_dropout = 0.0;// after the FFN's ReLU
   SharedEmbeddings share = SharedEmbeddings::kDecoder;
+  EmbeddingInit embed_init = EmbeddingInit::kNormal;
   SchemeSettings scheme;
   double rezero_alpha_init = 0.0; // ReZero's alpha at init (0 in the paper; tests set others)
 
@@ -52,12 +57,14 @@ std::string to_string(NormPlacement v);
 std::string to_string(ResidualForm v);
 std::string to_string(InitMethod v);
 std::string to_string(SharedEmbeddings v);
+std::string to_string(EmbeddingInit v);
 // Parsers throw std::invalid_argument naming `option`, the value and the choices.
 NormPlacement parse_norm_placement(const std::string& s, const std::string& option = "--norm");
 ResidualForm parse_residual_form(const std::string& s, const std::string& option = "--residual");
 InitMethod parse_init_method(const std::string& s, const std::string& option = "--init");
 SharedEmbeddings parse_shared_embeddings(const std::string& s,
                                          const std::string& option = "--share");
+EmbeddingInit parse_embedding_init(const std::string& s, const std::string& option = "--embed-init");
 
 // The papers' combinations: post-ln, pre-ln, t-fixup, admin, rezero, deepnorm.
 SchemeSettings scheme_by_name(const std::string& name);

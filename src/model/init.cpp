@@ -35,11 +35,15 @@ void t_fixup_attention(MultiheadAttention& attn, double factor) {
   attn->out_proj->weight.mul_(factor);
 }
 
-// N(0, C^-1/2) (REFERENCE §1); token tables also get a zero padding row, an unshared output
-// projection does not (fairseq).
-void init_normal(torch::Tensor weight, bool zero_padding_row) {
+// N(0, C^-1/2) (REFERENCE §1), or Xavier-uniform U(±sqrt(6 / (V + C))) with --embed-init
+// xavier; token tables also get a zero padding row, an unshared output projection does not
+// (fairseq).
+void init_embedding(torch::Tensor weight, bool zero_padding_row, EmbeddingInit how) {
   const auto d = static_cast<double>(weight.size(1));
-  init::normal_(weight, 0.0, std::pow(d, -0.5));
+  if (how == EmbeddingInit::kXavier)
+    init::xavier_uniform_(weight);
+  else
+    init::normal_(weight, 0.0, std::pow(d, -0.5));
   if (zero_padding_row) weight[kPad].zero_();
 }
 
@@ -67,7 +71,7 @@ void init_encoder(Encoder& enc, const ModelConfig& c) {
       fill_omegas({&layer->self_attn_block, &layer->ffn_block},
                   admin_closed_form_omega(2 * c.encoder_layers));
   }
-  init_normal(enc->embed_tokens->weight, true);
+  init_embedding(enc->embed_tokens->weight, true, c.embed_init);
   if (method == InitMethod::kTFixup)
     enc->embed_tokens->weight.mul_(t_fixup_encoder_embedding_factor(c.encoder_layers));
 }
@@ -95,11 +99,11 @@ void init_decoder(Decoder& dec, const ModelConfig& c) {
   }
   // With all embeddings shared, the encoder initialised (and T-Fixup scaled) the one table.
   if (c.share != SharedEmbeddings::kAll) {
-    init_normal(dec->embed_tokens->weight, true);
+    init_embedding(dec->embed_tokens->weight, true, c.embed_init);
     if (method == InitMethod::kTFixup)
       dec->embed_tokens->weight.mul_(t_fixup_decoder_embedding_factor(c.decoder_layers));
   }
-  if (dec->output_projection) init_normal(dec->output_projection->weight, false);
+  if (dec->output_projection) init_embedding(dec->output_projection->weight, false, c.embed_init);
 }
 
 }  // namespace

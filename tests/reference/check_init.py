@@ -187,10 +187,11 @@ def xavier_gain(name):
     return 1 / SQRT2 if name.endswith(("q_proj.weight", "k_proj.weight", "v_proj.weight")) else 1.0
 
 
-def check_xavier_uniform(name, weight):
+def check_xavier_uniform(name, weight, shape=None):
     """U(-a, a), a = gain sqrt(6 / (fan_in + fan_out)): no |w| beyond a, the largest near a
-    (as a uniform's is over this many draws), variance a^2 / 3 = gain^2 2 / (fan_in + fan_out)."""
-    fan_out, fan_in = weight.shape
+    (as a uniform's is over this many draws), variance a^2 / 3 = gain^2 2 / (fan_in + fan_out).
+    `shape`: the whole matrix's, when `weight` holds only some of its rows."""
+    fan_out, fan_in = shape if shape is not None else weight.shape
     bound = xavier_gain(name) * math.sqrt(6.0 / (fan_in + fan_out))
     largest, variance = weight.abs().max().item(), weight.var().item()
     failures = []
@@ -235,7 +236,19 @@ def case_xavier(args):
             failures += check_xavier_uniform(name, weight)
     if config["tied"]:
         failures.append(f"--share none exported aliases {config['tied']}")
-    return failures, f"{len(state)} tensors of a {dim}-{XAVIER_SIZES['ffn_dim']} model"
+    # --embed-init xavier: token tables (padding row still zero) and the unshared output
+    # projection Xavier-uniform like the other matrices, which keep the same draws' law.
+    state, _ = init_export(args, "embed-xavier", XAVIER_SIZES, "--scheme", "post-ln", "--embed-init", "xavier")
+    for name, weight in sorted(state.items()):
+        table = name.endswith("embed_tokens.weight")
+        if not (table or name.endswith("output_projection.weight")):
+            continue
+        rows = torch.ones(weight.size(0), dtype=torch.bool)
+        rows[pad] = not table
+        failures += [f"--embed-init xavier: {f}" for f in check_xavier_uniform(name, weight[rows], weight.shape)]
+        if table and weight[pad].any():
+            failures.append(f"--embed-init xavier: {name}: padding row {pad} is not zero")
+    return failures, f"{len(state)} tensors of a {dim}-{XAVIER_SIZES['ffn_dim']} model, twice"
 
 
 def flat_var(tensor):
