@@ -1,23 +1,59 @@
-"""Shared start of the CLI tests that train on Multi30k val: arguments, data check, a fresh workdir."""
+"""Shared start and end of the Python CLI tests: arguments, data check and a fresh workdir;
+failed checks collected, reported and turned into the exit code."""
 import argparse
 import os
 import shutil
+import sys
+
+
+def _parse(options, add_arguments):
+    ap = argparse.ArgumentParser()
+    for name in ("normlab", *options, "workdir"):
+        ap.add_argument("--" + name, required=True)
+    if add_arguments:
+        add_arguments(ap)
+    return ap.parse_args()
+
+
+def _fresh_workdir(args):
+    shutil.rmtree(args.workdir, ignore_errors=True)
+    os.makedirs(args.workdir)
+    return lambda name: os.path.join(args.workdir, name)
+
+
+def start(*options, add_arguments=None):
+    """Parses the required --normlab, --workdir and --OPTION for each name in `options` (plus
+    what add_arguments(parser) adds), empties the workdir; returns (args, w(name) -> path in it)."""
+    args = _parse(options, add_arguments)
+    return args, _fresh_workdir(args)
 
 
 def parse_and_prepare(add_arguments=None):
-    """Returns (args, prefix of multi30k/val, w(name) -> path in the workdir), or None when the
-    data folder is absent (the caller prints SKIP's reason and returns 0)."""
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--normlab", required=True)
-    ap.add_argument("--data", required=True)
-    ap.add_argument("--workdir", required=True)
-    if add_arguments:
-        add_arguments(ap)
-    args = ap.parse_args()
+    """start("data") for the tests that train on Multi30k val: returns (args, prefix of
+    multi30k/val, w); without the data, prints SKIP's reason and exits with 0."""
+    args = _parse(("data",), add_arguments)
     prefix = os.path.join(args.data, "multi30k", "val")
     if not os.path.exists(prefix + ".de.gz"):
         print(f"SKIP: no data at {args.data}")
-        return None
-    shutil.rmtree(args.workdir, ignore_errors=True)
-    os.makedirs(args.workdir)
-    return args, prefix, lambda name: os.path.join(args.workdir, name)
+        sys.exit(0)
+    return args, prefix, _fresh_workdir(args)
+
+
+class Checks:
+    """check(cond, what) records `what` when cond is false; check.failures is the list."""
+
+    def __init__(self):
+        self.failures = []
+
+    def __call__(self, cond, what):
+        if not cond:
+            self.failures.append(what)
+
+    def finish(self, details=None, show=None):
+        """Prints "FAIL: what" per failure (the first `show` of them when given), then "ok" or
+        "N failures", followed by "; details" when given; returns the exit code (1 on failure)."""
+        for what in self.failures[:show]:
+            print("FAIL:", what)
+        verdict = f"{len(self.failures)} failures" if self.failures else "ok"
+        print(f"{verdict}; {details}" if details else verdict)
+        return 1 if self.failures else 0

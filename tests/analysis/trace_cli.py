@@ -17,22 +17,14 @@ import cli_setup  # noqa: E402
 
 
 def main():
-    setup = cli_setup.parse_and_prepare()
-    if setup is None:
-        return 0
-    args, prefix, _ = setup
+    args, prefix, _ = cli_setup.parse_and_prepare()
     run_dir = os.path.join(args.workdir, "run")
     base = [args.normlab, "train", "--train", prefix, "--valid", prefix, "--vocab-size", "300",
             "--d-model", "16", "--ffn-dim", "32", "--heads", "2", "--encoder-layers", "2",
             "--decoder-layers", "1", "--max-tokens", "300", "--save-interval-updates", "1",
             "--lr", "1e-3", "--threads", "1", "--device", "cpu"]
     params = "encoder.embed_tokens.weight,decoder.layers.0.fc1.weight"
-    failures = []
-
-    def check(cond, what):
-        if not cond:
-            failures.append(what)
-
+    check = cli_setup.Checks()
     r = subprocess.run(base + ["--max-steps", "2", "--out", run_dir, "--trace-steps", "3",
                                "--trace-params", params], capture_output=True, text=True, timeout=120)
     if r.returncode != 0:
@@ -90,10 +82,7 @@ def main():
         last = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else ""
         check(r.returncode == 2 and expected in last and last.startswith("normlab: error:"),
               f"{' '.join(argv[1:3])}: rc={r.returncode} last line {last!r}")
-    for f in failures:
-        print("FAIL", f)
-    print(f"{'ok' if not failures else 'FAILED'}")
-    return 1 if failures else 0
+    return check.finish()
 
 
 if __name__ == "__main__":

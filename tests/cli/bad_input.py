@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """Bad input gives exit code 2 and one line on stderr naming the problem, never a crash."""
-import argparse
 import os
 import subprocess
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import cli_setup  # noqa: E402
 
 
 def write_files(path, files):
@@ -14,12 +16,7 @@ def write_files(path, files):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--normlab", required=True)
-    ap.add_argument("--workdir", required=True)
-    args = ap.parse_args()
-    os.makedirs(args.workdir, exist_ok=True)
-    w = lambda name: os.path.join(args.workdir, name)
+    args, w = cli_setup.start()
 
     write_files(w, {
         "src.txt": "5 6 7\n8 9\n",
@@ -219,18 +216,15 @@ def main():
         (["run", w("r_no_title.toml"), "--out", w("run_out"), "--scale", "huge"], "--scale must be smoke, cpu or paper"),
         (["report", w("syn_missing")], w("syn_missing") + ": neither a `normlab run` folder"),
     ]
-    failures = 0
+    check = cli_setup.Checks()
     for argv, expected in cases:
         r = subprocess.run([args.normlab, *argv], capture_output=True, text=True, timeout=60,
                            stdin=subprocess.DEVNULL)
         lines = r.stderr.strip().splitlines()
-        good = r.returncode == 2 and len(lines) == 1 and expected in lines[0] and not r.stdout
-        if not good:
-            failures += 1
-            print(f"FAIL {' '.join(argv)}\n  rc={r.returncode} stderr={r.stderr!r}\n  expected: {expected!r}")
-    print(f"{len(cases) - failures} passed, {failures} failed")
-    sys.exit(1 if failures else 0)
+        check(r.returncode == 2 and len(lines) == 1 and expected in lines[0] and not r.stdout,
+              f"{' '.join(argv)}\n  rc={r.returncode} stderr={r.stderr!r}\n  expected: {expected!r}")
+    return check.finish(f"{len(cases)} cases")
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -4,13 +4,14 @@ sentence is parsed here with the lexicon of grammar.json and translated by the r
 out below (docs/synthetic.md); the target line must be exactly that translation. Also: the
 same seed gives the same bytes, another seed other bytes, lengths 3..30, equal word counts,
 the lexicon sizes, every rule exercised, and `normlab train --src src --tgt tgt` reads it."""
-import argparse
 import filecmp
 import json
 import os
-import shutil
 import subprocess
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import cli_setup  # noqa: E402
 
 FILES = [f"{s}.{l}" for s in ("train", "valid", "test") for l in ("src", "tgt")] + ["grammar.json", "README.md"]
 
@@ -107,18 +108,8 @@ def lines(path):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--normlab", required=True)
-    ap.add_argument("--workdir", required=True)
-    args = ap.parse_args()
-    shutil.rmtree(args.workdir, ignore_errors=True)
-    os.makedirs(args.workdir)
-    w = lambda name: os.path.join(args.workdir, name)
-    failures = []
-
-    def check(cond, what):
-        if not cond:
-            failures.append(what)
+    args, w = cli_setup.start()
+    check = cli_setup.Checks()
 
     def synth(out, seed, *more):
         r = subprocess.run([args.normlab, "synth", "--out", w(out), "--seed", str(seed), "--train", "3000",
@@ -151,15 +142,15 @@ def main():
         for k, (s, t) in enumerate(zip(src, tgt)):
             sw, tw = s.split(" "), t.split(" ")
             if not 3 <= len(sw) <= 30 or len(sw) != len(tw):
-                failures.append(f"{split}:{k + 1}: {len(sw)} source / {len(tw)} target words")
+                check.failures.append(f"{split}:{k + 1}: {len(sw)} source / {len(tw)} target words")
                 continue
             try:
                 expected = grammar.parse(sw)
             except AssertionError as e:
-                failures.append(f"{split}:{k + 1}: source does not parse ({e}): {s}")
+                check.failures.append(f"{split}:{k + 1}: source does not parse ({e}): {s}")
                 continue
             if expected != tw:
-                failures.append(f"{split}:{k + 1}: target differs from the rules:\n  {t}\n  {' '.join(expected)}")
+                check.failures.append(f"{split}:{k + 1}: target differs from the rules:\n  {t}\n  {' '.join(expected)}")
             n_pairs += 1
     check(all(v >= 20 for v in grammar.seen.values()), f"every rule exercised at least 20 times: {grammar.seen}")
     src_all = lines(w("a/train.src"))
@@ -173,10 +164,7 @@ def main():
                         "--threads", "1", "--device", "cpu", "--out", w("run")], capture_output=True, text=True)
     check(r.returncode == 0 and os.path.exists(w("run/metrics.jsonl")), f"normlab train on it: {r.stderr[-400:]}")
 
-    for f in failures[:20]:
-        print("FAIL:", f)
-    print(f"{n_pairs} pairs match the re-implemented grammar; {len(failures)} failures")
-    return 1 if failures else 0
+    return check.finish(f"{n_pairs} pairs match the re-implemented grammar", show=20)
 
 
 if __name__ == "__main__":

@@ -21,16 +21,8 @@ LINES = 60  # sentences of val used for translate / evaluate
 
 
 def main():
-    setup = cli_setup.parse_and_prepare()
-    if setup is None:
-        return 0
-    args, prefix, w = setup
-    failures = []
-
-    def check(cond, what):
-        if not cond:
-            failures.append(what)
-
+    args, prefix, w = cli_setup.parse_and_prepare()
+    check = cli_setup.Checks()
     def run(*argv, **kw):
         r = subprocess.run([args.normlab, *map(str, argv)], capture_output=True, text=True, timeout=300, **kw)
         if r.returncode != 0:
@@ -90,11 +82,7 @@ def main():
     check(abs(ev["nll"] - score["nll"] / score["tokens"]) < 1e-5 * ev["nll"],
           f"nll {ev['nll']} vs score {score['nll'] / score['tokens']}")
 
-    for f in failures:
-        print("FAIL", f)
-    print(f"OK: valid_bleu {bleus}, test BLEU {ev['bleu']:.2f} chrF {ev['chrf']:.2f}" if not failures else
-          f"{len(failures)} failures")
-    return 1 if failures else 0
+    return check.finish(f"valid_bleu {bleus}, test BLEU {ev['bleu']:.2f} chrF {ev['chrf']:.2f}")
 
 
 if __name__ == "__main__":

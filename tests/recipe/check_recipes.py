@@ -11,18 +11,19 @@
    stderr), the interrupted cell resumes and every cell ends ok or diverged; a third run runs
    nothing. Then `normlab report` draws its figures (valid PNG and SVG) and tables and gives a
    verdict line per claim; summary.csv has a row per cell with the status in cell.json."""
-import argparse
 import glob
 import itertools
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
 import time
 import tomllib
 import xml.etree.ElementTree as ET
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import cli_setup  # noqa: E402
 
 GRID_RECIPE = """
 title = "grid test"
@@ -99,19 +100,8 @@ def expected_cells(recipe, scale, data):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--normlab", required=True)
-    ap.add_argument("--recipes", required=True)
-    ap.add_argument("--workdir", required=True)
-    args = ap.parse_args()
-    shutil.rmtree(args.workdir, ignore_errors=True)
-    os.makedirs(args.workdir)
-    w = lambda name: os.path.join(args.workdir, name)
-    failures = []
-
-    def check(cond, what):
-        if not cond:
-            failures.append(what)
+    args, w = cli_setup.start("recipes")
+    check = cli_setup.Checks()
 
     # 1. grid expansion against itertools.product
     with open(w("grid.toml"), "w") as f:
@@ -198,7 +188,7 @@ def main():
         try:
             check(ET.parse(os.path.join(out, "report", f["svg"])).getroot().tag.endswith("svg"), f"{f['svg']}")
         except ET.ParseError as e:
-            failures.append(f"{f['svg']}: {e}")
+            check.failures.append(f"{f['svg']}: {e}")
     md = open(os.path.join(out, "report", "REPORT.md")).read()
     n_claims = len(tomllib.load(open(demo, "rb"))["claims"])
     check(len(rep["claims"]) == n_claims and all(c["verdict"] in ("reproduced", "not reproduced", "inconclusive")
@@ -209,10 +199,7 @@ def main():
     check(sum(l.startswith(("  reproduced", "  not reproduced", "  inconclusive")) for l in r.stderr.splitlines())
           == n_claims, "verdict lines on stderr")
 
-    for f in failures:
-        print("FAIL:", f)
-    print(f"{len(failures)} failures; demo smoke run, resume and report took {time.time() - start:.1f} s")
-    return 1 if failures else 0
+    return check.finish(f"demo smoke run, resume and report took {time.time() - start:.1f} s")
 
 
 if __name__ == "__main__":

@@ -16,18 +16,19 @@ ctest (`recipe.paper_recipes_smoke`) runs xiong_fig3, huang_fig2_3, hessian_repo
 huang_table1 (the recipes with result files of their own kinds: sweep, trace, per-block,
 evaluate); huang_fig3c, huang_fig4b and schemes (train cells and perturb, ~30 s together) are
 checked the same way when named by hand."""
-import argparse
 import csv
 import json
 import math
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
 import tomllib
 import xml.etree.ElementTree as ET
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import cli_setup  # noqa: E402
 
 # Figures each recipe's smoke run must draw (figure names in report.json).
 FIGURES = {
@@ -104,19 +105,8 @@ def verdict(truth):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--normlab", required=True)
-    ap.add_argument("--recipes", required=True)
-    ap.add_argument("--workdir", required=True)
-    ap.add_argument("names", nargs="+")
-    args = ap.parse_args()
-    shutil.rmtree(args.workdir, ignore_errors=True)
-    os.makedirs(args.workdir)
-    failures = []
-
-    def check(cond, what):
-        if not cond:
-            failures.append(what)
+    args, _ = cli_setup.start("recipes", add_arguments=lambda ap: ap.add_argument("names", nargs="+"))
+    check = cli_setup.Checks()
 
     for name in args.names:
         path = os.path.join(args.recipes, name + ".toml")
@@ -144,7 +134,7 @@ def main():
             try:
                 check(ET.parse(os.path.join(out, "report", f["svg"])).getroot().tag.endswith("svg"), f["svg"])
             except ET.ParseError as e:
-                failures.append(f"{f['svg']}: {e}")
+                check.failures.append(f"{f['svg']}: {e}")
         claims = tomllib.load(open(path, "rb")).get("claims", [])
         check(len(rep["claims"]) == len(claims), f"{name}: a verdict per claim")
         verdicts = {c["text"]: c["verdict"] for c in rep["claims"]}
@@ -223,10 +213,7 @@ def main():
         print(f"{name}: {len(cells)} cells, run {wall:.1f} s, {len(figs)} figures, "
               f"{len(claims)} claims: {sorted(verdicts.values())}")
 
-    for f in failures:
-        print("FAIL:", f)
-    print(f"{len(failures)} failures")
-    return 1 if failures else 0
+    return check.finish()
 
 
 if __name__ == "__main__":

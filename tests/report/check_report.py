@@ -4,15 +4,16 @@ brief (metrics.jsonl, grad_norms.csv, hidden_norms.csv, trace/*.csv, perturb.csv
 density.csv + hessian.json): every figure kind is drawn (valid PNG, SVG that parses as XML),
 the tables hold the numbers Python computes from the same data, and every claim rule gets the
 verdict Python's own evaluation gives (reproduced / not reproduced / inconclusive)."""
-import argparse
 import json
 import math
 import os
 import random
-import shutil
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import cli_setup  # noqa: E402
 
 
 def write(path, text):
@@ -30,19 +31,11 @@ def g4(x):  # the report's number format (C's %.4g)
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--normlab", required=True)
-    ap.add_argument("--workdir", required=True)
-    args = ap.parse_args()
-    shutil.rmtree(args.workdir, ignore_errors=True)
-    d = os.path.join(args.workdir, "run")
+    args, w = cli_setup.start()
+    d = w("run")
     cells = os.path.join(d, "cells")
     rnd = random.Random(5)
-    failures = []
-
-    def check(cond, what):
-        if not cond:
-            failures.append(what)
+    check = cli_setup.Checks()
 
     # Train cells: a and b train, c diverged at epoch 3, f failed, n never ran.
     valid = {"a": [4.0, 3.1, 2.5], "b": [4.2, 3.6, 3.3], "c": [4.5, 6.0]}
@@ -161,7 +154,7 @@ def main():
             root = ET.parse(svg).getroot()
             check(root.tag.endswith("svg") and len(list(root.iter())) > 20, f"{name}: SVG content")
         except ET.ParseError as e:
-            failures.append(f"{name}: SVG does not parse: {e}")
+            check.failures.append(f"{name}: SVG does not parse: {e}")
 
     md = open(f"{d}/report/REPORT.md").read()
     for name in expected:
@@ -192,10 +185,7 @@ def main():
         s = sums[(int(float(x)), float(y))]
         check((v == "NaN") == (s == 0) and (s == 0 or abs(float(v) - math.log10(s)) < 1e-9), f"heat map {x} {y}")
 
-    for f in failures:
-        print("FAIL:", f)
-    print(f"{len(claims)} claims, {len(expected)} figures checked; {len(failures)} failures")
-    return 1 if failures else 0
+    return check.finish(f"{len(claims)} claims, {len(expected)} figures checked")
 
 
 if __name__ == "__main__":

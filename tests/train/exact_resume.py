@@ -3,22 +3,21 @@
 SIGKILL at a random moment after update N's checkpoint followed by a resume, give
 bit-identical parameters on the CPU with dropout on. Also: a corrupted checkpoint_last.pt makes
 the resume fall back to the newest intact checkpoint, and says so."""
-import argparse
 import os
 import random
-import shutil
 import signal
 import subprocess
 import sys
 import time
 
 import torch
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import cli_setup  # noqa: E402
 
 N = 100  # updates before the checkpoint; the runs train 2N (about 1 s on one core)
 
 
-def train_args(normlab, data, out):
-    prefix = os.path.join(data, "multi30k", "val")
+def train_args(normlab, prefix, out):
     return [normlab, "train", "--train", prefix, "--valid", prefix, "--src", "de", "--tgt", "en",
             "--vocab-size", "300", "--d-model", "16", "--ffn-dim", "32", "--heads", "2",
             "--encoder-layers", "2", "--decoder-layers", "2", "--dropout", "0.3",
@@ -38,21 +37,13 @@ def same(a, b):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--normlab", required=True)
-    ap.add_argument("--data", required=True, help="../shared/data")
-    ap.add_argument("--workdir", required=True)
-    args = ap.parse_args()
-    if not os.path.isdir(os.path.join(args.data, "multi30k")):
-        print(f"SKIP: no data at {args.data}")
-        return 0
-    shutil.rmtree(args.workdir, ignore_errors=True)
-    straight, killed = (os.path.join(args.workdir, d) for d in ("straight", "killed"))
+    args, prefix, w = cli_setup.parse_and_prepare()
+    straight, killed = w("straight"), w("killed")
 
-    subprocess.run(train_args(args.normlab, args.data, straight), check=True, capture_output=True)
+    subprocess.run(train_args(args.normlab, prefix, straight), check=True, capture_output=True)
 
     # The same run, killed at a random moment after update N's checkpoint, then resumed.
-    proc = subprocess.Popen(train_args(args.normlab, args.data, killed), stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(train_args(args.normlab, prefix, killed), stderr=subprocess.DEVNULL)
     marker = os.path.join(killed, "checkpoints", f"checkpoint_1_{N}.pt")
     while not os.path.exists(marker) and proc.poll() is None:
         time.sleep(0.005)
@@ -60,7 +51,7 @@ def main():
     was_running = proc.poll() is None
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    resumed = subprocess.run(train_args(args.normlab, args.data, killed), capture_output=True, text=True)
+    resumed = subprocess.run(train_args(args.normlab, prefix, killed), capture_output=True, text=True)
     if resumed.returncode != 0:
         print("resume failed:", resumed.stderr)
         return 1
@@ -76,7 +67,7 @@ def main():
     with open(os.path.join(killed, last), "r+b") as f:
         f.seek(os.path.getsize(f.name) // 2)
         f.write(b"\0" * 64)
-    more = train_args(args.normlab, args.data, killed)
+    more = train_args(args.normlab, prefix, killed)
     more[more.index("--max-steps") + 1] = str(2 * N)
     fallback = subprocess.run(more, capture_output=True, text=True)
     if fallback.returncode != 0 or "resuming from" not in fallback.stderr:

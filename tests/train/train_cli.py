@@ -12,10 +12,7 @@ import cli_setup  # noqa: E402
 
 
 def main():
-    setup = cli_setup.parse_and_prepare()
-    if setup is None:
-        return 0
-    args, prefix, w = setup
+    args, prefix, w = cli_setup.parse_and_prepare()
     tiny = {"--train": prefix, "--valid": prefix, "--vocab-size": "300", "--d-model": "16",
             "--ffn-dim": "32", "--heads": "2", "--encoder-layers": "1", "--decoder-layers": "1",
             "--max-tokens": "1000", "--threads": "1", "--device": "cpu"}
@@ -34,12 +31,7 @@ def main():
         argv = [x for kv in options.items() for x in kv] + flags
         return subprocess.run([args.normlab, "train", *argv], capture_output=True, text=True, timeout=120)
 
-    failures = []
-
-    def check(cond, what):
-        if not cond:
-            failures.append(what)
-
+    check = cli_setup.Checks()
     # A normal run: two epochs, numbered checkpoints pruned to the newest one.
     r = run("--max-epochs", "2", "--log-interval", "5", "--keep-last", "1", "--warmup-steps", "5",
             "--out", w("ok"))
@@ -96,10 +88,7 @@ def main():
         lines = r.stderr.strip().splitlines()
         check(r.returncode == 2 and lines and expected in lines[-1] and lines[-1].startswith("normlab: error"),
               f"bad input {argv}: rc={r.returncode} {r.stderr!r}")
-    for f in failures:
-        print("FAIL", f)
-    print(f"{1 if not failures else 0} passed, {1 if failures else 0} failed")
-    return 1 if failures else 0
+    return check.finish()
 
 
 if __name__ == "__main__":
