@@ -87,6 +87,7 @@ def main():
     cases = [
         (["init", "--scheme", "post_ln", *tiny, "--out", w("x")], "unknown scheme 'post_ln'"),
         (["init", "--preset", "huge", *tiny, "--out", w("x")], "unknown preset 'huge'"),
+        (["init", "--embed-init", "glorot", *tiny, "--out", w("x")], "--embed-init: unknown value 'glorot', expected normal|xavier"),
         (["init", "--d-model", "10", "--heads", "3", "--vocab-size", "20", "--out", w("x")],
          "not divisible by --heads 3"),
         (["init", *tiny[:6], "--encoder-layers", "0", "--vocab-size", "20", "--out", w("x")],
