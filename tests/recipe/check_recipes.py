@@ -5,7 +5,8 @@
    overrides lists exactly the cells itertools.product gives over the sorted grid keys (with
    Python's own reading of the TOML and of the override rules of docs/recipes.md), with the
    option values on their command lines.
-2. Every recipe in recipes/ parses and expands at every scale (--dry-run).
+2. Every recipe in recipes/ parses and expands at every scale (--dry-run), and its synthetic task
+   at that scale holds the largest vocabulary its cells train on it.
 3. recipes/demo.toml at the smoke scale, SIGKILLed while its second cell runs and run again:
    the finished first cell is not run again (cell.json bytes and mtime untouched, "skipped" on
    stderr), the interrupted cell resumes and every cell ends ok or diverged; a third run runs
@@ -99,6 +100,30 @@ def expected_cells(recipe, scale, data):
     return out
 
 
+def vocab_fits_synthetic(normlab, path, scale, dry_run, w, check):
+    """Without data options a recipe runs on its synthetic task: generate that task as the recipe
+    sets it at this scale ([synth] < [scale.S.synth]) and train the largest vocabulary any cell
+    trains on it (`--vocab-size` of the cells reading DIR/data/train), so that SentencePiece's
+    limit (distinct pieces the text allows) fails here and not at the scale's first cell."""
+    recipe = tomllib.load(open(path, "rb"))
+    synth = {**recipe.get("synth", {}), **recipe.get("scale", {}).get(scale, {}).get("synth", {})}
+    sizes = [int(argv.split("--vocab-size ")[1].split()[0]) for argv in dry_run.splitlines()
+             if "--vocab-size " in argv and "/data/train" in argv]
+    if not sizes:
+        return
+    what = f"{os.path.basename(path)} at {scale}: the synthetic task"
+    options = [a for k, v in sorted(synth.items()) if k not in ("valid", "test") for a in (f"--{k}", str(v))]
+    task = w("task_" + "_".join(options).replace("-", ""))  # several recipes share a task
+    if not os.path.exists(task):
+        r = subprocess.run([normlab, "synth", "--out", task, "--valid", "1", "--test", "1"] + options,
+                           capture_output=True, text=True)
+        check(r.returncode == 0, f"{what}: {r.stderr.strip()}")
+    r = subprocess.run([normlab, "bpe", "train", "--train", os.path.join(task, "train"), "--src", "src",
+                        "--tgt", "tgt", "--vocab-size", str(max(sizes)), "--out", w("vocab_spm")],
+                       capture_output=True, text=True)
+    check(r.returncode == 0, f"{what} cannot hold {max(sizes)} pieces: {r.stderr.strip()}")
+
+
 def main():
     args, w = cli_setup.start("recipes")
     check = cli_setup.Checks()
@@ -127,6 +152,7 @@ def main():
             r = subprocess.run([args.normlab, "run", path, "--out", w("dry"), "--scale", scale, "--dry-run"],
                                capture_output=True, text=True)
             check(r.returncode == 0 and r.stdout, f"{os.path.basename(path)} at {scale}: {r.stderr.strip()}")
+            vocab_fits_synthetic(args.normlab, path, scale, r.stdout, w, check)
 
     # 3. the demo recipe at the smoke scale, killed and resumed
     demo = os.path.join(args.recipes, "demo.toml")
