@@ -132,7 +132,7 @@ Runner add_hessian_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--params", o->params, "regular expression: parameters (stored names) spanning the "
                                          "Hessian")->capture_default_str()->group(g_data);
   cmd->add_flag("--keep-graphs", o->keep_graphs, "keep every batch's first-order graph between products "
-                "(each later product costs ~2 gradients instead of ~3.5; memory: the whole set's graphs)")
+                "(each later product costs ~2 gradients instead of ~3.3; memory: the whole set's graphs)")
       ->group(g_alg);
   cmd->add_option("--steps", r.steps, "Lanczos steps per probe")->capture_default_str()->group(g_alg);
   cmd->add_option("--probes", r.probes, "Rademacher start vectors (SLQ runs)")->capture_default_str()->group(g_alg);
