@@ -61,10 +61,12 @@ class FullDataHessian {
   // Batch b's first-order gradient with its graph: the (parameter index, g_i) of every g_i
   // that depends on θ (the others add nothing to Hv). Cached when keep_graphs_.
   std::vector<std::pair<size_t, torch::Tensor>> first_order(size_t b) const;
-  // sums[i] += parts[i] per parameter (undefined parts: the loss does not reach it).
-  void accumulate(std::vector<torch::Tensor>& sums, const std::vector<torch::Tensor>& parts) const;
-  // The per-parameter sums as one flat vector (n), zeros where undefined.
-  torch::Tensor flatten(const std::vector<torch::Tensor>& sums) const;
+  // An (n) vector for a result, uninitialised: the previous result's memory when the caller
+  // no longer holds it (nor a view of it), else a new one.
+  torch::Tensor result_buffer() const;
+  // out's slice of each parameter = parts[i] when first, else += parts[i] (undefined parts:
+  // the loss does not reach the parameter, zeros).
+  void add_into(torch::Tensor& out, const std::vector<torch::Tensor>& parts, bool first) const;
 
   mutable model::Seq2Seq model_;  // forward() is not const
   std::vector<data::Batch> batches_;
@@ -76,6 +78,7 @@ class FullDataHessian {
   int64_t dim_ = 0, tokens_ = 0, sentences_ = 0;
   bool keep_graphs_ = false;
   mutable std::vector<std::vector<std::pair<size_t, torch::Tensor>>> kept_;  // per batch, when keep_graphs_
+  mutable torch::Tensor spare_;  // the last result's memory (result_buffer)
 };
 
 }  // namespace normlab::analysis

@@ -157,6 +157,28 @@ TEST_F(TinyHessian, KeptGraphsGiveTheSameProducts) {
   }
 }
 
+// Results are written into the previous result's memory only once the caller has let go of
+// it: products and gradients the caller still holds, or a view of, keep their values.
+TEST_F(TinyHessian, ResultsHeldByTheCallerAreNeverOverwritten) {
+  auto v = torch::randn({hessian_->dim()}, torch::kFloat64), w = torch::randn({hessian_->dim()}, torch::kFloat64);
+  auto hv = hessian_->hvp(v);
+  const auto hv_copy = hv.clone();
+  auto head = hessian_->hvp(w).narrow(0, 0, 7);
+  const auto head_copy = head.clone();
+  auto g = hessian_->gradient().first;
+  const auto g_copy = g.clone();
+  hessian_->hvp(v + w);
+  hessian_->gradient();
+  EXPECT_TRUE(torch::equal(hv, hv_copy));
+  EXPECT_TRUE(torch::equal(head, head_copy));
+  EXPECT_TRUE(torch::equal(g, g_copy));
+  // A result dropped at once lends its memory to the next product, which is still exact.
+  const void* first = hessian_->hvp(v).data_ptr();
+  auto again = hessian_->hvp(v);
+  EXPECT_EQ(again.data_ptr(), first);
+  EXPECT_LT((again - hv_copy).abs().max().item<double>(), 1e-13 * hv_copy.abs().max().item<double>());
+}
+
 // --params: the Hessian of a subset is the principal sub-matrix of the full one.
 TEST_F(TinyHessian, ParameterSubsetIsPrincipalSubmatrix) {
   auto sub = tiny_hessian(2, "^decoder\\.layers\\.0\\.fc");
