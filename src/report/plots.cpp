@@ -21,6 +21,11 @@ std::string quote(const std::string& s) {
   return q + "\"";
 }
 
+// The smallest value drawn on a log axis. Below it lie zeros and underflow, e.g. the 4.9e-324 a
+// spectral density's Gaussian broadening leaves far from every node: gnuplot's autoscaled log
+// range then reaches 0 and it refuses to plot ("y range must be greater than 0").
+constexpr double kLogFloor = 1e-300;
+
 std::string num(double x) {
   char buf[40];
   std::snprintf(buf, sizeof buf, "%.10g", x);
@@ -60,7 +65,7 @@ bool draw(const LineFigure& f, const std::string& dir) {
   for (const auto& s : f.series) {
     std::string block;
     for (const auto& [x, y] : s.points)
-      if (std::isfinite(x) && std::isfinite(y) && (!f.logx || x > 0) && (!f.logy || y > 0))
+      if (std::isfinite(x) && std::isfinite(y) && (!f.logx || x >= kLogFloor) && (!f.logy || y >= kLogFloor))
         block += num(x) + " " + num(y) + "\n";
     if (block.empty()) continue;
     data += "# " + s.title + "\n" + block + "\n\n";

@@ -95,7 +95,8 @@ def main():
     lmax = {"h1": 35.5, "h2": 4.25}
     for name, lm in lmax.items():
         csv(f"{cells}/{name}/density.csv", "lambda,density",
-            [[x / 10, math.exp(-((x / 10) ** 2) / 4) + 1e-6] for x in range(-50, int(lm * 10) + 1, 5)])
+            [[x / 10, math.exp(-((x / 10) ** 2) / 4) + 1e-6] for x in range(-50, int(lm * 10) + 1, 5)] +
+            [[lm + 1, 5e-324], [lm + 2, 0.0]])  # underflow and zero, as far tails of a real density hold
         write(f"{cells}/{name}/hessian.json", json.dumps({"lambda_max": lm, "lambda_min": -1.5, "trace": 12.0,
                                                           "trace_stderr": 0.5, "sentences": 64}))
 
