@@ -84,7 +84,8 @@ bool draw(const LineFigure& f, const std::string& dir) {
   std::string setup = "set datafile separator whitespace\nset title " + quote(f.title) + "\nset xlabel " +
                       quote(f.xlabel) + "\nset ylabel " + quote(f.ylabel) + "\nset key outside right top\nset grid\n";
   if (f.logx) setup += "set logscale x\n";
-  if (f.logy) setup += "set logscale y\n";
+  if (f.logy) setup += "set logscale y\nset format y \"%g\"\n";
+  if (f.ymin > 0) setup += "set yrange [" + num(f.ymin) + ":*]\n";
   for (const auto& [x, label] : f.marks)
     if (std::isfinite(x))
       setup += "set arrow from " + num(x) + ", graph 0 to " + num(x) + ", graph 1 nohead dashtype 3 lc rgb \"red\"\n" +

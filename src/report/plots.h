@@ -18,6 +18,7 @@ struct Series {
 struct LineFigure {
   std::string name, title, xlabel, ylabel;
   bool logx = false, logy = false;
+  double ymin = 0.0;  // > 0: the y axis starts there (lines below it are clipped); 0: autoscaled
   std::vector<Series> series;
   std::vector<std::pair<double, std::string>> marks;  // vertical lines at x, labelled
 };

@@ -430,6 +430,9 @@ void hessian_block_figure(const Source& s, const std::string& fig_dir, std::vect
 // ---- hessian: spectral densities with lambda_max marked ----
 void hessian_figures(const Source& s, const std::string& fig_dir, std::vector<FigureRef>& out, std::string& tables) {
   LineFigure f = line_figure(s.prefix + "hessian-density", s.title + ": Hessian spectral density", "eigenvalue", "density", true);
+  // From 1e-7 up, as PyHessian's density plot (semilogy of density + 1e-7): below it the
+  // Gaussian broadening's tails between the nodes fall to underflow and hide the spectrum.
+  f.ymin = 1e-7;
   std::string rows;
   for (const auto& c : s.cells) {
     if (!has(c, "density.csv")) continue;
