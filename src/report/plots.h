@@ -31,8 +31,8 @@ struct HeatMap {
 };
 
 // Draws into `dir` (PNG and SVG); false (nothing written) when there is no finite point.
-// Non-finite points are left out, and on a log axis values below 1e-300 (zeros, underflow). Throws std::runtime_error with gnuplot's message when it
-// fails or is missing.
+// Non-finite points are left out, and on a log axis values below 1e-300 (zeros, underflow).
+// Throws std::runtime_error with gnuplot's message when it fails or is missing.
 bool draw(const LineFigure& figure, const std::string& dir);
 bool draw(const HeatMap& map, const std::string& dir);
 
