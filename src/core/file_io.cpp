@@ -20,21 +20,25 @@ namespace {
 
 }  // namespace
 
-void write_file_atomic(const std::string& path, const std::vector<char>& bytes) {
+void write_file_atomic(const std::string& path, const std::function<void(const ByteSink&)>& produce) {
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) fail(path, std::strerror(errno));
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const std::string reason = std::strerror(errno);
-      ::close(fd);
-      std::remove(tmp.c_str());
-      fail(path, reason);
+  const ByteSink sink = [&](const char* bytes, size_t size) {
+    size_t done = 0;
+    while (done < size) {
+      const ssize_t n = ::write(fd, bytes + done, size - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) fail(path, std::strerror(errno));
+      done += static_cast<size_t>(n);
     }
-    done += static_cast<size_t>(n);
+  };
+  try {
+    produce(sink);
+  } catch (...) {
+    ::close(fd);
+    std::remove(tmp.c_str());
+    throw;
   }
   // The data reaches the disk before the rename makes it visible under the real name.
   if (::fsync(fd) != 0 || ::close(fd) != 0) {
@@ -56,8 +60,12 @@ void write_file_atomic(const std::string& path, const std::vector<char>& bytes) 
   }
 }
 
+void write_file_atomic(const std::string& path, const std::vector<char>& bytes) {
+  write_file_atomic(path, [&](const ByteSink& sink) { sink(bytes.data(), bytes.size()); });
+}
+
 void write_file_atomic(const std::string& path, const std::string& text) {
-  write_file_atomic(path, std::vector<char>(text.begin(), text.end()));
+  write_file_atomic(path, [&](const ByteSink& sink) { sink(text.data(), text.size()); });
 }
 
 std::vector<char> read_file(const std::string& path) {

@@ -1,11 +1,14 @@
 #include "model/checkpoint.h"
 
+#include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <set>
 #include <stdexcept>
 
 #include <caffe2/serialize/inline_container.h>
 #include <torch/csrc/jit/serialization/export.h>
+#include <torch/csrc/jit/serialization/import_read.h>
 #include <torch/csrc/jit/serialization/pickler.h>
 #include <torch/serialize.h>
 #include <torch/torch.h>
@@ -33,9 +36,12 @@ constexpr const char* kExtraPrefix = "extra/";
 constexpr const char* kFormat = "normlab-checkpoint";
 constexpr int kVersion = 1;
 
-// torch::pickle_save, but without TorchScript's type tags on dicts: Python's torch.load with
-// its default weights_only=True refuses those (torch.jit._pickle.restore_type_tag).
-std::vector<char> pickle_untagged(const c10::IValue& value) {
+// torch::pickle_save, but without TorchScript's type tags on dicts (Python's torch.load with its
+// default weights_only=True refuses those: torch.jit._pickle.restore_type_tag), and streamed into
+// the file: only the pickle itself (names, shapes) is held in memory, the tensors' bytes go from
+// their own memory to the file. A Lanczos state holds gigabytes of Krylov basis, which
+// torch::pickle_save would copy into one growing buffer (up to twice its size at once).
+void write_untagged(const std::string& path, const c10::IValue& value) {
   std::vector<char> pickled;
   torch::jit::Pickler pickler(
       [&](const char* bytes, size_t n) { pickled.insert(pickled.end(), bytes, bytes + n); },
@@ -44,16 +50,23 @@ std::vector<char> pickle_untagged(const c10::IValue& value) {
   pickler.protocol();
   pickler.pushIValue(value);
   pickler.stop();
-  std::vector<char> archive;
-  caffe2::serialize::PyTorchStreamWriter writer([&](const void* bytes, size_t n) -> size_t {
-    const auto* b = static_cast<const char*>(bytes);
-    archive.insert(archive.end(), b, b + n);
-    return n;
+  core::write_file_atomic(path, [&](const core::ByteSink& sink) {
+    caffe2::serialize::PyTorchStreamWriter writer([&](const void* bytes, size_t n) -> size_t {
+      sink(static_cast<const char*>(bytes), n);
+      return n;
+    });
+    torch::jit::writeArchiveAndTensors("data", pickled.data(), pickled.size(),
+                                       pickler.tensorData(), writer);
+    writer.writeEndOfFile();
   });
-  torch::jit::writeArchiveAndTensors("data", pickled.data(), pickled.size(), pickler.tensorData(),
-                                     writer);
-  writer.writeEndOfFile();
-  return archive;
+}
+
+// A tensor whose storage holds only its own elements: the archive stores whole storages, so a view
+// (e.g. the rows of the Lanczos basis used so far, out of its preallocated capacity) would write
+// every byte of its base. The alias shares the memory (no copy); `t` must outlive it.
+torch::Tensor exact_storage(const torch::Tensor& t) {
+  if (t.storage_offset() == 0 && t.storage().nbytes() == t.nbytes()) return t;
+  return torch::from_blob(t.data_ptr(), t.sizes(), t.options());
 }
 
 // Over names and contents in name order (std::map), so it does not depend on the writer.
@@ -70,16 +83,23 @@ std::string checksum(const TensorMap& tensors) {
 }  // namespace
 
 void save_tensors(const std::string& path, const TensorMap& tensors) {
+  std::vector<torch::Tensor> owners;  // keep the memory exact_storage's aliases point into
   c10::Dict<std::string, torch::Tensor> dict;
-  for (const auto& [name, t] : tensors) dict.insert(name, t.detach().cpu().contiguous());
-  core::write_file_atomic(path, pickle_untagged(c10::IValue(dict)));
+  for (const auto& [name, t] : tensors) {
+    owners.push_back(t.detach().cpu().contiguous());
+    dict.insert(name, exact_storage(owners.back()));
+  }
+  write_untagged(path, c10::IValue(dict));
 }
 
 TensorMap load_tensors(const std::string& path) {
-  const auto bytes = core::read_file(path);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read " + path + ": " + std::strerror(errno));
   c10::IValue value;
-  try {
-    value = torch::pickle_load(bytes);
+  try {  // record by record from the file, never the whole file in memory
+    caffe2::serialize::PyTorchStreamReader reader(&in);
+    value = torch::jit::readArchiveAndTensors("data", /*pickle_prefix=*/"", /*tensor_prefix=*/"",
+                                              std::nullopt, std::nullopt, std::nullopt, reader);
   } catch (const std::exception&) {
     throw std::runtime_error(path + ": not a readable PyTorch archive (truncated or foreign file)");
   }

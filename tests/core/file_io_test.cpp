@@ -30,3 +30,26 @@ TEST(FileIo, UnwritableAndMissingFilesNameThePath) {
   }
   EXPECT_THROW(read_file("/nonexistent-dir/y.bin"), std::runtime_error);
 }
+
+TEST(FileIo, StreamedWriteThatFailsLeavesTheOldFileAndNoTemporary) {
+  const fs::path dir = fs::temp_directory_path() / "normlab_file_io_stream_test";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const auto path = (dir / "state.bin").string();
+  write_file_atomic(path, [](const ByteSink& sink) {
+    sink("ab", 2);
+    sink("cd", 2);
+  });
+  const auto first = read_file(path);
+  EXPECT_EQ(std::string(first.begin(), first.end()), "abcd");
+  EXPECT_THROW(write_file_atomic(path,
+                                 [](const ByteSink& sink) {
+                                   sink("partial", 7);
+                                   throw std::runtime_error("producer failed");
+                                 }),
+               std::runtime_error);
+  const auto after = read_file(path);
+  EXPECT_EQ(std::string(after.begin(), after.end()), "abcd");
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 1);
+  fs::remove_all(dir);
+}

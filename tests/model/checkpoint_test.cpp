@@ -103,3 +103,30 @@ TEST(Checkpoint, ExtraTensorsRoundTripAndCorruptionIsDetected) {
   }
   std::remove(path.c_str());
 }
+
+// A view is stored as its own elements, not its base's: the Lanczos state saves the basis rows used
+// so far out of a preallocated (steps+1, n) matrix, which would otherwise write every row each time.
+TEST(Checkpoint, ViewsAreStoredWithoutTheRestOfTheirBase) {
+  const auto path = temp_path("views.pt");
+  auto base = torch::arange(400 * 1000, torch::kFloat32).reshape({400, 1000});  // 1.6 MB
+  auto rows = base.narrow(0, 0, 3);                                              // 12 KB
+  auto inner = base.narrow(0, 5, 2);  // not at the start of the storage
+  save_tensors(path, {{"rows", rows}, {"inner", inner}, {"whole", torch::ones({4})}});
+  EXPECT_LT(std::filesystem::file_size(path), 5u * 1000 * 4 + 8192);
+  auto loaded = load_tensors(path);
+  EXPECT_TRUE(torch::equal(loaded.at("rows"), rows));
+  EXPECT_TRUE(torch::equal(loaded.at("inner"), inner));
+  EXPECT_TRUE(torch::equal(loaded.at("whole"), torch::ones({4})));
+  EXPECT_EQ(base[399][999].item<float>(), 399999.0f);  // the base is untouched
+  std::remove(path.c_str());
+}
+
+TEST(Checkpoint, MissingFileIsAnErrorNamingIt) {
+  const auto path = temp_path("does-not-exist.pt");
+  try {
+    load_tensors(path);
+    FAIL();
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find(path), std::string::npos);
+  }
+}
