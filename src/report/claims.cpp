@@ -23,7 +23,8 @@ enum class Truth { kFalse, kTrue, kUnknown };
 struct Value {
   double x = 0;
   bool known = true;
-  std::string text;  // how it was obtained and what it was, for the reason line
+  std::string text;       // how it was obtained and what it was, for the reason line
+  bool compound = false;  // arithmetic of several terms: the reason line also shows the result
 };
 
 const std::set<std::string> kMetrics = {"final_valid_loss", "best_valid_loss", "final_valid_bleu",
@@ -35,6 +36,12 @@ std::string show(double x) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.4g", x);
   return buf;
+}
+
+// One side of a comparison for the reason line: the terms, and the result when it was computed
+// from several ("0 - json(...) = -68.17 [= 68.17]").
+std::string side(const Value& v) {
+  return v.compound && v.known ? v.text + " [= " + show(v.x) + "]" : v.text;
 }
 
 // Recursive descent that evaluates as it parses; without cells it only checks the syntax.
@@ -143,7 +150,7 @@ class Rule {
     if (op.empty()) error("expected a comparison (< <= > >=)");
     const Value b = sum();
     if (!cells_) return Truth::kUnknown;
-    const std::string text = a.text + " " + op + " " + b.text;
+    const std::string text = side(a) + " " + op + " " + side(b);
     if (!a.known || !b.known) {
       unknown.push_back(text);
       return Truth::kUnknown;
@@ -162,7 +169,7 @@ class Rule {
       const bool plus = eat("+");
       if (!plus && !eat("-")) return v;
       const Value w = product();
-      v = {plus ? v.x + w.x : v.x - w.x, v.known && w.known, v.text + (plus ? " + " : " - ") + w.text};
+      v = {plus ? v.x + w.x : v.x - w.x, v.known && w.known, v.text + (plus ? " + " : " - ") + w.text, true};
     }
   }
   Value product() {
@@ -171,7 +178,7 @@ class Rule {
       const bool times = eat("*");
       if (!times && !eat("/")) return v;
       const Value w = value();
-      v = {times ? v.x * w.x : v.x / w.x, v.known && w.known, v.text + (times ? " * " : " / ") + w.text};
+      v = {times ? v.x * w.x : v.x / w.x, v.known && w.known, v.text + (times ? " * " : " / ") + w.text, true};
     }
   }
   Value value() {

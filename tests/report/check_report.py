@@ -140,6 +140,11 @@ def main():
         got = rep["claims"][k]["verdict"]
         check(got == want[truth], f"claim {rule!r} (margin {margin}): {got}, expected {want[truth]}")
 
+    # A side computed from several terms shows its result: here 2 * 10 * (5 - 3.3) - 3 = 31 (> 25).
+    arithmetic = rep["claims"][8]["reason"]
+    check(arithmetic.endswith("- 3 [= 31] does not hold") and arithmetic.count("[=") == 1,
+          f"reason of the arithmetic claim: {arithmetic!r}")
+
     figures = {f["name"]: f for f in rep["figures"]}
     expected = ["valid-loss", "valid-bleu", "train-loss", "grad-norms-p", "hidden-norms-p", "histogram-grad-t",
                 "histogram-update-t", "ln-inputs-encoder-t", "ln-inputs-decoder-t", "perturb-q", "hessian-density"]
