@@ -122,15 +122,23 @@ class FullDataHessian:
         self.tokens = sum(int(out.ne(PAD).sum()) for _, _, out in data)
         self.size = sum(p.numel() for p in self.params)
 
-    def product(self, v):
-        parts = torch.split(v, [p.numel() for p in self.params])
-        parts = [x.view_as(p) for x, p in zip(parts, self.params)]
-        total = torch.zeros_like(v)
+    def batch_losses(self):
+        """Each batch's mean loss times its share of the target tokens: they sum to the loss."""
         for src, tgt_in, tgt_out in self.data:
             with sdpa_kernel(SDPBackend.MATH):  # the CPU flash kernel has no double backward
                 logits = self.model(src, tgt_in)
             weight = int(tgt_out.ne(PAD).sum()) / self.tokens
-            loss = self.loss(logits.reshape(-1, logits.size(-1)), tgt_out.reshape(-1)) * weight
+            yield self.loss(logits.reshape(-1, logits.size(-1)), tgt_out.reshape(-1)) * weight
+
+    def gradient(self):
+        grads = (torch.autograd.grad(loss, self.params) for loss in self.batch_losses())
+        return sum(torch.cat([g.reshape(-1) for g in gs]) for gs in grads)
+
+    def product(self, v):
+        parts = torch.split(v, [p.numel() for p in self.params])
+        parts = [x.view_as(p) for x, p in zip(parts, self.params)]
+        total = torch.zeros_like(v)
+        for loss in self.batch_losses():
             grads = torch.autograd.grad(loss, self.params, create_graph=True)
             hv = torch.autograd.grad(grads, self.params, grad_outputs=parts)
             total += torch.cat([h.reshape(-1) for h in hv])
@@ -169,23 +177,16 @@ def tridiagonal(alphas, betas):
 
 
 def self_check(args, vocab, src_ids, tgt_ids):
-    """The two parts this measurement rests on, against independent values: the full-data HVP
-    against central differences of full-data gradients (a small float64 model of the same
-    construction), and Lanczos against a diagonal matrix with a known spectrum."""
+    """The two parts this measurement rests on, against independent values: the HVP accumulated
+    over two batches against central differences of the gradient of the same pairs as one batch
+    (a small float64 model of the same construction), and Lanczos against a diagonal matrix with
+    a known spectrum."""
     model = TutorialTransformer(len(vocab[args.src]), len(vocab[args.tgt]), 16, 2, 16, 1, 1,
                                 args.scheme == "pre-ln").double().eval()
     hessian = FullDataHessian(model, list(batches(src_ids[:6], tgt_ids[:6], 4)), 0.1)
+    one_batch = FullDataHessian(model, list(batches(src_ids[:6], tgt_ids[:6], 6)), 0.1)
     gen = torch.Generator().manual_seed(7)
     v = torch.randn(hessian.size, generator=gen, dtype=torch.float64)
-
-    def gradient():
-        total = torch.zeros(hessian.size, dtype=torch.float64)
-        for src, tgt_in, tgt_out in hessian.data:
-            logits = model(src, tgt_in)
-            weight = int(tgt_out.ne(PAD).sum()) / hessian.tokens
-            loss = hessian.loss(logits.reshape(-1, logits.size(-1)), tgt_out.reshape(-1)) * weight
-            total += torch.cat([g.reshape(-1) for g in torch.autograd.grad(loss, hessian.params)])
-        return total
 
     def shift(by):
         with torch.no_grad():
@@ -194,9 +195,9 @@ def self_check(args, vocab, src_ids, tgt_ids):
 
     h = 1e-5
     shift(h * v)
-    plus = gradient()
+    plus = one_batch.gradient()
     shift(-2 * h * v)
-    minus = gradient()
+    minus = one_batch.gradient()
     shift(h * v)
     differences = (plus - minus) / (2 * h)
     product = hessian.product(v)
