@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <exception>
 #include <fstream>
 #include <set>
 #include <stdexcept>
@@ -51,13 +52,25 @@ void write_untagged(const std::string& path, const c10::IValue& value) {
   pickler.pushIValue(value);
   pickler.stop();
   core::write_file_atomic(path, [&](const core::ByteSink& sink) {
+    // After the sink's first error (e.g. a full disk) the rest is discarded as if written and the
+    // error given back at the end: a short write would make the writer CAFFE_ENFORCE, which in
+    // this LibTorch aborts the program (c10::ThrowEnforceNotMet logs FATAL), and exceptions are
+    // not to cross the zip library's C callbacks.
+    std::exception_ptr failure;
     caffe2::serialize::PyTorchStreamWriter writer([&](const void* bytes, size_t n) -> size_t {
-      sink(static_cast<const char*>(bytes), n);
+      if (!failure) {
+        try {
+          sink(static_cast<const char*>(bytes), n);
+        } catch (...) {
+          failure = std::current_exception();
+        }
+      }
       return n;
     });
     torch::jit::writeArchiveAndTensors("data", pickled.data(), pickled.size(),
                                        pickler.tensorData(), writer);
     writer.writeEndOfFile();
+    if (failure) std::rethrow_exception(failure);
   });
 }
 

@@ -1,4 +1,7 @@
 // Checkpoints round-trip exactly; damaged or foreign files give errors naming the file.
+#include <sys/resource.h>
+
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -129,4 +132,36 @@ TEST(Checkpoint, MissingFileIsAnErrorNamingIt) {
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find(path), std::string::npos);
   }
+}
+
+// A write that fails half-way (here the file size limit, as a full disk would) is an error naming
+// the file, leaves the old file as it was and no temporary; the program goes on.
+TEST(Checkpoint, FailedWriteKeepsTheOldFile) {
+  const auto dir = std::filesystem::temp_directory_path() / "normlab_test_failed_write";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const auto path = (dir / "state.pt").string();
+  save_tensors(path, {{"small", torch::ones({4})}});
+  const auto before = std::filesystem::file_size(path);
+
+  rlimit old{};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old), 0);
+  auto* old_handler = std::signal(SIGXFSZ, SIG_IGN);  // write() then fails with EFBIG
+  rlimit small = old;
+  small.rlim_cur = 256 * 1024;
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  std::string error;
+  try {
+    save_tensors(path, {{"big", torch::zeros({1 << 20})}});  // 4 MB
+  } catch (const std::runtime_error& e) {
+    error = e.what();
+  }
+  ::setrlimit(RLIMIT_FSIZE, &old);
+  std::signal(SIGXFSZ, old_handler);
+
+  EXPECT_NE(error.find(path), std::string::npos) << error;
+  EXPECT_EQ(std::filesystem::file_size(path), before);
+  EXPECT_TRUE(torch::equal(load_tensors(path).at("small"), torch::ones({4})));
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir), std::filesystem::directory_iterator()), 1);
+  std::filesystem::remove_all(dir);
 }
