@@ -7,6 +7,7 @@
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
+#include <torch/csrc/autograd/profiler_legacy.h>
 #include <torch/torch.h>
 
 #include "core/runtime.h"
@@ -20,7 +21,7 @@ using namespace normlab;
 
 int main(int argc, char** argv) {
   CLI::App app{"normlab training-step benchmark"};
-  std::string scheme = "post-ln", preset = "iwslt-small", device_name = "auto";
+  std::string scheme = "post-ln", preset = "iwslt-small", device_name = "auto", precision = "fp32";
   int64_t vocab = 10000, sentences = 128, length = 32, warmup = 2, steps = 10;
   int threads = 0;
   app.add_option("--scheme", scheme)->capture_default_str();
@@ -32,6 +33,10 @@ int main(int argc, char** argv) {
   app.add_option("--steps", steps, "timed steps")->capture_default_str();
   app.add_option("--threads", threads, "0: automatic")->capture_default_str();
   app.add_option("--device", device_name)->capture_default_str();
+  app.add_option("--precision", precision, "fp32|bf16|fp16")->capture_default_str();
+  std::string profile;
+  app.add_option("--profile", profile,
+                 "write a Chrome trace of the timed steps (LibTorch's profiler; bench/profile_ops.py sums it)");
   CLI11_PARSE(app, argc, argv);
 
   const int used_threads = core::configure_threads(threads);
@@ -45,6 +50,7 @@ int main(int argc, char** argv) {
   model::initialize(net, 1);
   net->to(device);
   net->train();
+  net->set_precision(model::parse_precision(precision));
   // normlab's own Adam (what `normlab train --optimizer adam` runs), as torch.optim.Adam.
   std::vector<std::pair<std::string, torch::Tensor>> named;
   for (const auto& p : net->named_parameters()) named.emplace_back(p.key(), p.value());
@@ -85,7 +91,11 @@ int main(int argc, char** argv) {
   };
   for (int64_t i = 0; i < warmup; ++i) step();
   for (auto* v : {&seconds, &forward_s, &backward_s, &optimizer_s}) v->clear();
-  for (int64_t i = 0; i < steps; ++i) step();
+  {
+    std::unique_ptr<torch::autograd::profiler::RecordProfile> recording;
+    if (!profile.empty()) recording = std::make_unique<torch::autograd::profiler::RecordProfile>(profile);
+    for (int64_t i = 0; i < steps; ++i) step();
+  }
   auto median = [](std::vector<double> v) {
     std::sort(v.begin(), v.end());
     return v[v.size() / 2];
@@ -93,6 +103,7 @@ int main(int argc, char** argv) {
   std::cout << nlohmann::json{{"impl", "normlab"},
                               {"threads", used_threads},
                               {"device", device.str()},
+                              {"precision", precision},
                               {"step_seconds", seconds},
                               {"median_seconds", median(seconds)},
                               {"forward_seconds", median(forward_s)},

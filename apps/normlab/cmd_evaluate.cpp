@@ -15,6 +15,7 @@
 #include "core/runtime.h"
 #include "data/corpus.h"
 #include "decode_options.h"
+#include "precision_option.h"
 #include "metrics/evaluation.h"
 #include "metrics/text.h"
 #include "train/corpus_loss.h"
@@ -30,6 +31,7 @@ struct EvaluateOptions {
   int64_t max_tokens = 4096;
   double label_smoothing = -1;  // < 0: the checkpoint's training value (else 0.1)
   bool json = false;
+  std::string precision = "fp32";
 };
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
@@ -55,6 +57,7 @@ Runner add_evaluate_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_flag("--json", o->json, "print one JSON object");
   cmd->add_option("--out", o->out, "also write that object to DIR/evaluate.json (for recipes and the report)");
   add_beam_options(*cmd, o->beam, /*translate=*/false);
+  add_precision_option(*cmd, o->precision);
   return [o, &global] {
     const auto start = Clock::now();
     core::throw_if_problems(o->beam.validate());
@@ -85,6 +88,7 @@ Runner add_evaluate_command(CLI::App& app, const GlobalOptions& global) {
     }
     const auto device = core::resolve_device(global.device);
     net->to(device);
+    net->set_precision(resolve_precision(o->precision, device));
 
     const auto t_decode = Clock::now();
     const auto hyps = decode::translate(net, src, o->beam, o->max_tokens, progress_printer("evaluate"));
@@ -107,7 +111,7 @@ Runner add_evaluate_command(CLI::App& app, const GlobalOptions& global) {
     const double tokens = static_cast<double>(std::max<int64_t>(l.tokens, 1));
 
     nlohmann::json j = {{"checkpoint", o->checkpoint}, {"src", o->src}, {"ref", o->ref},
-                        {"sentences", src.size()},
+                        {"precision", o->precision}, {"sentences", src.size()},
                         {"bleu", scores.bleu.score}, {"bleu_signature", scores.bleu_signature},
                         {"precisions", scores.bleu.precisions}, {"bp", scores.bleu.bp},
                         {"sys_len", scores.bleu.sys_len}, {"ref_len", scores.bleu.ref_len},

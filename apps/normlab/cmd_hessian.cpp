@@ -20,6 +20,7 @@
 #include "model/checkpoint.h"
 #include "model/init.h"
 #include "model_options.h"
+#include "precision_option.h"
 #include "train/loss.h"
 
 namespace normlab::app {
@@ -32,7 +33,7 @@ struct HessianOptions {
   data::VocabTrainOptions vocab_options;
   int64_t max_sentences = 0, max_tokens = 4096;
   double label_smoothing = 0.1;
-  std::string ls_formula = "uniform", params = ".*", dtype = "float32";
+  std::string ls_formula = "uniform", params = ".*", dtype = "float32", precision = "fp32";
   bool keep_graphs = false;
 };
 
@@ -114,6 +115,7 @@ Runner add_hessian_command(CLI::App& app, const GlobalOptions& global) {
   o->model.add_to(*cmd, /*vocab_options=*/false);
   cmd->add_option("--dtype", o->dtype, "float32|float64 (the model is converted)")
       ->capture_default_str()->group(g_model);
+  add_precision_option(*cmd, o->precision);
   cmd->add_option("--data", o->data, "text PREFIX (PREFIX.SRC, PREFIX.TGT, plain or .gz)")
       ->required()->group(g_data);
   cmd->add_option("--src", o->src, "source language suffix")->capture_default_str()->group(g_data);
@@ -155,6 +157,9 @@ Runner add_hessian_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_flag("--resume", r.resume, "continue from OUT/lanczos_state.pt")->group(g_out);
 
   return [o, &global] {
+    require_fp32(o->precision,
+                 "Hessians are computed in fp32 or fp64 (--dtype): bf16 keeps 8 mantissa bits and fp16 11, "
+                 "too few for Hessian-vector products and Lanczos (REFERENCE §7)");
     core::throw_if_problems(o->run.problems());
     if (!o->vocab.empty() && !o->vocab_train.empty())
       throw std::invalid_argument("--vocab and --vocab-train exclude each other");

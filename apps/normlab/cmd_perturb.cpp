@@ -4,6 +4,7 @@
 #include "commands.h"
 #include "input_options.h"
 #include "model_options.h"
+#include "precision_option.h"
 
 namespace normlab::app {
 
@@ -13,6 +14,7 @@ Runner add_perturb_command(CLI::App& app, const GlobalOptions&) {
     analysis::PerturbConfig config;
     ModelOptions model;
     std::string delta = "sign";
+    std::string precision = "fp32";
   };
   auto o = std::make_shared<Options>();
   auto& c = o->config;
@@ -33,7 +35,11 @@ Runner add_perturb_command(CLI::App& app, const GlobalOptions&) {
   cmd->add_option("--batches", c.batches, "batches the outputs are compared on")->capture_default_str()->group(g);
   cmd->add_option("--seed", c.seed, "first seed")->capture_default_str()->group(g);
   cmd->add_option("--out", c.out, "output folder")->group(g);
+  add_precision_option(*cmd, o->precision);
   return [o, schemes] {
+    require_fp32(o->precision,
+                 "perturb measures output changes of ~1e-4 relative, below bf16's resolution (2^-8) "
+                 "and near fp16's; it runs in fp32");
     auto& c = o->config;
     c.model = o->model.resolve(/*vocab_from_data=*/true);
     if (schemes->count() == 0) c.schemes = {o->model.scheme_name()};

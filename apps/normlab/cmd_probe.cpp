@@ -4,6 +4,7 @@
 #include "commands.h"
 #include "input_options.h"
 #include "model_options.h"
+#include "precision_option.h"
 
 namespace normlab::app {
 
@@ -13,6 +14,7 @@ Runner add_probe_command(CLI::App& app, const GlobalOptions&) {
     analysis::ProbeConfig config;
     ModelOptions model;
     bool no_dropout = false;
+    std::string precision = "fp32";
   };
   auto o = std::make_shared<Options>();
   auto& c = o->config;
@@ -29,6 +31,7 @@ Runner add_probe_command(CLI::App& app, const GlobalOptions&) {
   cmd->add_flag("--no-dropout", o->no_dropout, "evaluation-mode forward (default: dropout on, as in training)")
       ->group(g);
   cmd->add_option("--label-smoothing", c.label_smoothing, "eps of the loss")->capture_default_str()->group(g);
+  add_precision_option(*cmd, o->precision);
   cmd->add_option("--power-iterations", c.power_iterations, "LayerNorm Jacobian: power iterations")
       ->capture_default_str()->group(g);
   cmd->add_option("--jacobian-tokens", c.jacobian_tokens, "LayerNorm Jacobian: tokens per LayerNorm")
@@ -44,6 +47,7 @@ Runner add_probe_command(CLI::App& app, const GlobalOptions&) {
     c.model = o->model.resolve(/*vocab_from_data=*/true);
     if (schemes->count() == 0) c.schemes = {o->model.scheme_name()};
     c.dropout = !o->no_dropout;
+    c.precision = model::parse_precision(o->precision);
     c.inputs.max_positions = c.model.max_positions;
     analysis::run_probe(c);
   };

@@ -11,6 +11,7 @@
 #include "core/tokens.h"
 #include "data/id_text.h"
 #include "model/checkpoint.h"
+#include "precision_option.h"
 #include "train/loss.h"
 
 namespace normlab::app {
@@ -22,6 +23,7 @@ Runner add_score_command(CLI::App& app, const GlobalOptions& global) {
     double label_smoothing = 0.1;
     int64_t batch_sentences = 64;
     bool json = false;
+    std::string precision = "fp32";
   };
   auto o = std::make_shared<Options>();
   cmd->add_option("--checkpoint", o->checkpoint, "normlab checkpoint")->required();
@@ -33,6 +35,7 @@ Runner add_score_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--batch-sentences", o->batch_sentences, "sentences per forward pass")
       ->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--grad-out", o->grad_out, "write the gradient of the summed loss (name -> tensor)");
+  add_precision_option(*cmd, o->precision);
   cmd->add_flag("--json", o->json, "print {\"loss\", \"nll\", \"tokens\"} as one JSON line");
   return [o, &global] {
     const auto formula = train::parse_label_smoothing_formula(o->formula);
@@ -46,6 +49,7 @@ Runner add_score_command(CLI::App& app, const GlobalOptions& global) {
     const auto device = core::resolve_device(global.device);
     net->to(device);
     net->eval();
+    net->set_precision(resolve_precision(o->precision, device));
     const bool grads = !o->grad_out.empty();
     torch::AutoGradMode grad_mode(grads);
     double loss = 0.0, nll = 0.0;

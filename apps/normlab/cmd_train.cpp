@@ -13,6 +13,7 @@
 #include "metrics/evaluation.h"
 #include "metrics/text.h"
 #include "model_options.h"
+#include "precision_option.h"
 #include "train/trainer.h"
 
 namespace normlab::app {
@@ -57,6 +58,7 @@ Runner add_train_command(CLI::App& app, const GlobalOptions& global) {
     ModelOptions model;
     std::string optimizer = "adamw", betas = "0.9,0.98", radam_fallback = "skip";
     std::string schedule = "inverse-sqrt", ls_formula = "uniform", best_metric = "loss";
+    std::string precision = "fp32";
   };
   auto o = std::make_shared<Options>();
   auto& c = o->config;
@@ -81,6 +83,7 @@ Runner add_train_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--update-freq", c.update_freq, "batches accumulated per update")
       ->capture_default_str()->group(data);
   o->model.add_to(*cmd, /*with_vocab_size=*/false);
+  add_precision_option(*cmd, o->precision);
 
   cmd->add_option("--optimizer", o->optimizer, "sgd|adam|adamw|radam")->capture_default_str()->group(opt);
   cmd->add_option("--betas", o->betas, "Adam's beta1,beta2")->capture_default_str()->group(opt);
@@ -149,6 +152,7 @@ Runner add_train_command(CLI::App& app, const GlobalOptions& global) {
     c.ls_formula = train::parse_label_smoothing_formula(o->ls_formula);
     c.best_metric = train::parse_best_metric(o->best_metric);
     c.model = o->model.resolve(/*vocab_from_data=*/true);
+    c.precision = model::parse_precision(o->precision);
     ValidationBleu bleu(o->beam, c.batching.max_tokens > 0 ? c.batching.max_tokens : 4096);
     train::TrainHooks hooks;
     hooks.bleu = &bleu;

@@ -14,6 +14,7 @@
 #include "data/corpus.h"
 #include "data/id_text.h"
 #include "decode_options.h"
+#include "precision_option.h"
 
 namespace normlab::app {
 namespace {
@@ -25,6 +26,7 @@ struct TranslateOptions {
   decode::BeamSearchConfig beam;
   int64_t max_tokens = 4096;
   bool scores = false, ids = false;
+  std::string precision = "fp32";
 };
 
 std::string join_ids(const data::Sentence& ids) {
@@ -47,6 +49,7 @@ Runner add_translate_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_flag("--scores", o->scores, "prefix each line with its score and a TAB");
   cmd->add_flag("--ids", o->ids, "input and output are token ids (no vocabulary)");
   add_beam_options(*cmd, o->beam, /*translate=*/true);
+  add_precision_option(*cmd, o->precision);
   return [o, &global] {
     core::throw_if_problems(o->beam.validate());
     auto loaded = model::load_model(o->checkpoint);
@@ -59,7 +62,9 @@ Runner add_translate_command(CLI::App& app, const GlobalOptions& global) {
       vocab.emplace(checkpoint_vocab(loaded, o->checkpoint, o->vocab));
       for (const auto& line : data::read_text_lines(o->input)) sources.push_back(vocab->encode(line));
     }
-    net->to(core::resolve_device(global.device));
+    const auto device = core::resolve_device(global.device);
+    net->to(device);
+    net->set_precision(resolve_precision(o->precision, device));
     const auto start = Clock::now();
     const auto hyps = decode::translate(net, sources, o->beam, o->max_tokens, progress_printer("translate"));
     const double secs = std::chrono::duration<double>(Clock::now() - start).count();

@@ -14,6 +14,8 @@ FullDataHessian::FullDataHessian(model::Seq2Seq model, std::vector<data::Batch> 
                                  const torch::Device& device, bool keep_graphs)
     : model_(std::move(model)), batches_(std::move(batches)), loss_(loss), device_(device),
       keep_graphs_(keep_graphs) {
+  TORCH_CHECK(model_->precision() == model::Precision::kFp32,
+              "Hessian-vector products run in fp32 or fp64, not ", model::to_string(model_->precision()));
   std::regex re;
   try {
     re = std::regex(params_regex);

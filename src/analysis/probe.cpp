@@ -119,6 +119,7 @@ std::vector<ProbeBatch> make_probe_batches(const ProbeConfig& c, const BatchSour
 // Mean loss per target token of one batch (the gradient the trainer steps with).
 torch::Tensor batch_loss(model::Seq2Seq& net, const ProbeBatch& b, double eps) {
   if (b.x0.defined()) {
+    auto guard = net->precision_guard();
     auto& enc = net->encoder;
     auto mask = torch::zeros({b.x0.size(0), b.x0.size(1)}, torch::kBool);  // no padding
     auto x = b.x0;  // (B,T,C)
@@ -141,6 +142,7 @@ model::Seq2Seq fresh_model(const ProbeConfig& c, const model::ModelConfig& m, ui
   model::initialize(net, seed, first.x0.defined() ? nullptr : &profile);
   if (c.analysis_setting || c.sweep) analysis_init(net);
   if (c.dropout && !(c.analysis_setting || c.sweep)) net->train(); else net->eval();
+  net->set_precision(c.precision);
   return net;
 }
 
@@ -416,6 +418,7 @@ std::vector<std::string> ProbeConfig::problems() const {
   if ((analysis_setting || sweep) && !inputs.train_prefix.empty())
     p.push_back("--train: the analysis setting (and --sweep) feeds Gaussian inputs, not a corpus");
   for (auto& q : inputs.problems()) p.push_back(q);
+  for (auto& q : model::precision_problems(precision, torch::kCPU)) p.push_back(q);
   return p;
 }
 
@@ -445,6 +448,7 @@ void run_probe(const ProbeConfig& c) {
                                 {"seed", c.seed},
                                 {"dropout", c.dropout},
                                 {"label_smoothing", c.label_smoothing},
+                                {"precision", model::to_string(c.precision)},
                                 {"power_iterations", c.power_iterations},
                                 {"jacobian_tokens", c.jacobian_tokens},
                                 {"sweep", c.sweep},

@@ -18,6 +18,7 @@
 
 #include "analysis/inputs.h"
 #include "model/config.h"
+#include "model/precision.h"
 
 namespace normlab::analysis {
 
@@ -34,6 +35,7 @@ struct ProbeConfig {
   uint64_t seed = 1;
   bool dropout = true;        // training-mode forward (as in training); false: eval mode
   double label_smoothing = 0.1;
+  model::Precision precision = model::Precision::kFp32;  // of the forward and backward (precision.h)
   int64_t power_iterations = 20;  // LayerNorm Jacobian norm
   int64_t jacobian_tokens = 256;  // tokens of the first batch used for it, per LayerNorm
   std::string out;

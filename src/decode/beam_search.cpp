@@ -70,6 +70,8 @@ std::vector<std::vector<Hypothesis>> beam_search(model::Seq2Seq& model, const to
     longest = std::max(longest, max_len[i]);
   }
 
+  // One guard for the whole search: the weights are cast to bf16/fp16 once, not every step.
+  auto guard = model->precision_guard();
   // The encoder runs once; its output is repeated for the beams of each sentence.
   auto encoded = model->encoder(src);
   auto rows = torch::arange(bsz, long_opts).repeat_interleave(beam);  // (B*beam)
@@ -88,7 +90,7 @@ std::vector<std::vector<Hypothesis>> beam_search(model::Seq2Seq& model, const to
 
   for (int64_t step = 0; step <= longest; ++step) {
     auto logits = model->decoder->forward_step(tokens.slice(1, step, step + 1), encoder, cache);
-    auto lprobs = torch::log_softmax(logits, -1);  // (B*beam, V)
+    auto lprobs = torch::log_softmax(model::float_if_reduced(logits), -1);  // (B*beam, V), fp32 under bf16
     if (!scores.defined()) scores = torch::zeros({bsz * beam, longest + 1}, lprobs.options());
     mask_special_tokens(lprobs);
     std::vector<int64_t> force(static_cast<size_t>(bsz));

@@ -1,5 +1,6 @@
 #include "model/dropout.h"
 
+#include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
 #include <torch/torch.h>
 
@@ -14,16 +15,19 @@ inline uint64_t mix(uint64_t z) {
 }
 
 // out[i] = in[i] * (keep_i ? scale : 0); two decisions per 64-bit hash (its 32-bit halves).
+// bf16/fp16 multiply in float (at::opmath_type), so that the scale is not rounded to 8 bits.
 template <class T>
 void apply_mask(const T* in, T* out, int64_t n, uint64_t seed, double p) {
+  using Math = at::opmath_type<T>;
   const auto threshold = static_cast<uint32_t>(p * 4294967296.0);
-  const T scale = static_cast<T>(1.0 / (1.0 - p));
+  const Math scale = static_cast<Math>(1.0 / (1.0 - p));
   at::parallel_for(0, (n + 1) / 2, 16384, [&](int64_t begin, int64_t end) {
     for (int64_t k = begin; k < end; ++k) {
       const uint64_t h = mix(seed + static_cast<uint64_t>(k) * 0x9e3779b97f4a7c15ULL);
       const int64_t i = 2 * k;
-      out[i] = static_cast<uint32_t>(h) >= threshold ? in[i] * scale : T(0);
-      if (i + 1 < n) out[i + 1] = static_cast<uint32_t>(h >> 32) >= threshold ? in[i + 1] * scale : T(0);
+      out[i] = static_cast<uint32_t>(h) >= threshold ? static_cast<T>(static_cast<Math>(in[i]) * scale) : T(0);
+      if (i + 1 < n)
+        out[i + 1] = static_cast<uint32_t>(h >> 32) >= threshold ? static_cast<T>(static_cast<Math>(in[i + 1]) * scale) : T(0);
     }
   });
 }
@@ -31,7 +35,7 @@ void apply_mask(const T* in, T* out, int64_t n, uint64_t seed, double p) {
 torch::Tensor masked(const torch::Tensor& x, uint64_t seed, double p) {
   auto in = x.contiguous();
   auto out = torch::empty_like(in);
-  AT_DISPATCH_FLOATING_TYPES(in.scalar_type(), "normlab_dropout", [&] {
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, in.scalar_type(), "normlab_dropout", [&] {
     apply_mask(in.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), in.numel(), seed, p);
   });
   return out;

@@ -19,7 +19,12 @@ Seq2SeqImpl::Seq2SeqImpl(const ModelConfig& config) : config_(validated(config))
 }
 
 torch::Tensor Seq2SeqImpl::forward(const torch::Tensor& src, const torch::Tensor& prev_output_tokens) {
+  auto guard = precision_guard();
   return decoder(prev_output_tokens, encoder(src));
+}
+
+PrecisionGuard Seq2SeqImpl::precision_guard() const {
+  return PrecisionGuard(precision_, encoder->embed_tokens->weight.device());
 }
 
 std::map<std::string, std::string> Seq2SeqImpl::tied_aliases() const {

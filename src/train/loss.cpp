@@ -4,6 +4,8 @@
 
 #include <torch/torch.h>
 
+#include "model/precision.h"
+
 namespace normlab::train {
 
 std::string to_string(LabelSmoothingFormula f) {
@@ -20,7 +22,8 @@ LossSums label_smoothed_nll(const torch::Tensor& logits, const torch::Tensor& ta
                             LabelSmoothingFormula formula, int64_t pad) {
   TORCH_CHECK(eps >= 0.0 && eps < 1.0, "label smoothing must be in [0, 1), got ", eps);
   const auto V = static_cast<double>(logits.size(-1));
-  auto lprobs = torch::log_softmax(logits, -1);                          // (B,T,V)
+  // REFERENCE §7: the loss in fp32 also when the logits come from a bf16/fp16 product.
+  auto lprobs = torch::log_softmax(model::float_if_reduced(logits), -1);  // (B,T,V)
   auto nll = -lprobs.gather(-1, target.unsqueeze(-1)).squeeze(-1);        // (B,T)
   auto smooth = -lprobs.sum(-1);                                          // (B,T)
   auto keep = target.ne(pad);

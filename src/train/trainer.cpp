@@ -207,6 +207,7 @@ void to_json(nlohmann::json& j, const TrainConfig& c) {
          {"max_sentences", c.batching.max_sentences},
          {"update_freq", c.update_freq}}},
        {"model", c.model},
+       {"precision", model::to_string(c.precision)},
        {"optimizer", c.optimizer},
        {"schedule", c.schedule},
        {"loss",
@@ -237,11 +238,12 @@ std::vector<std::string> incompatible_changes(const nlohmann::json& saved, const
     j["schedule"].erase("max_steps");
     j["model"].erase("src_vocab_size");  // filled in from the vocabulary
     j["model"].erase("tgt_vocab_size");
+    if (!j.contains("precision")) j["precision"] = "fp32";  // runs from before --precision
     return j;
   };
   const auto a = strip(saved), b = strip(now);
   std::vector<std::string> out;
-  for (const char* section : {"data", "batching", "model", "optimizer", "schedule", "loss", "seed"}) {
+  for (const char* section : {"data", "batching", "model", "precision", "optimizer", "schedule", "loss", "seed"}) {
     if (a.value(section, nlohmann::json()) == b.value(section, nlohmann::json())) continue;
     if (!a[section].is_object()) {
       out.push_back(std::string(section) + " was " + a[section].dump() + ", now " + b[section].dump());
@@ -262,6 +264,7 @@ TrainResult train(const TrainConfig& c, const TrainHooks& hooks, const torch::De
   if (c.eval_bleu && !hooks.bleu) problems.push_back("--eval-bleu: train() was given no BleuValidator (TrainHooks)");
   if (c.eval_bleu && hooks.bleu)
     for (auto& p : hooks.bleu->problems()) problems.push_back(p);
+  for (auto& p : model::precision_problems(c.precision, device)) problems.push_back(p);
   core::throw_if_problems(problems);
   const fs::path run(c.out), ckpt_dir = run / "checkpoints";
   fs::create_directories(ckpt_dir);
@@ -329,6 +332,7 @@ TrainResult train(const TrainConfig& c, const TrainHooks& hooks, const torch::De
   }
   net->to(device);
   net->train();
+  net->set_precision(c.precision);
   std::vector<std::pair<std::string, torch::Tensor>> named;
   for (const auto& p : net->named_parameters()) named.emplace_back(p.key(), p.value());
   Optimizer optimizer(named, c.optimizer);

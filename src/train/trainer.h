@@ -18,6 +18,7 @@
 #include "data/batching.h"
 #include "data/vocab.h"
 #include "model/config.h"
+#include "model/precision.h"
 #include "train/bleu_validator.h"
 #include "train/loss.h"
 #include "train/optimizer.h"
@@ -44,6 +45,7 @@ struct TrainConfig {
   int64_t update_freq = 1;           // batches accumulated per optimiser step
   // Model (vocabulary sizes come from the vocabulary)
   model::ModelConfig model;
+  model::Precision precision = model::Precision::kFp32;  // of the matrix products (precision.h)
   // Optimisation
   OptimizerConfig optimizer;
   ScheduleConfig schedule;

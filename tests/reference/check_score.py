@@ -6,6 +6,12 @@ Builds a small float64 model with `normlab init`, exports it, scores a seeded ra
 reference_model.py (eval mode: no dropout) and fails unless they agree to relative error
 < 1e-6. It also checks that the exported configuration is the requested scheme and that the
 model is non-trivial (no all-zero weight matrix, gradients reach every parameter).
+
+With --precision bf16 (mixed precision, REFERENCE §7) the model is float32 and scored with
+`normlab score --precision bf16`; its loss and gradients are compared with the float64
+reference, and must be as close to it as PyTorch AMP's (the float32 reference under
+torch.autocast("cpu", torch.bfloat16), logits taken to float32 for the loss as fairseq does),
+within a factor BF16_FACTOR, and farther than float32 rounding (else bf16 was not used).
 """
 
 import argparse
@@ -25,6 +31,8 @@ VOCAB = 37
 D_MODEL, FFN_DIM, HEADS, ENCODER_LAYERS, DECODER_LAYERS = 16, 24, 2, 2, 3
 LABEL_SMOOTHING = 0.1
 TOLERANCE = 1e-6
+BF16_FACTOR = 3.0    # normlab bf16's error against float64, at most this multiple of AMP's
+FP32_ROUNDING = 1e-5  # a bf16 run's error must exceed this (fp32 alone stays near 1e-7)
 # Sentence lengths (source, target) of the test batch: from 1 to 9, so the batch is padded
 # on both sides and the shortest sentences are a single token.
 LENGTHS = [(9, 4), (1, 9), (5, 1), (3, 6), (7, 2), (2, 8)]
@@ -53,6 +61,8 @@ def parse_args():
     parser.add_argument("--rezero-alpha-init", type=float,
                         help="passed to `normlab init`; a nonzero alpha makes the layers visible")
     parser.add_argument("--seed", type=int, default=20240611, help="seed of the random ids")
+    parser.add_argument("--precision", default="fp32", choices=["fp32", "bf16"],
+                        help="bf16: normlab's mixed precision against PyTorch AMP")
     return parser.parse_args()
 
 
@@ -83,7 +93,8 @@ def normlab_score(args):
     checkpoint, weights, grads = workdir / "model.ckpt", workdir / "weights.pt", workdir / "grads.pt"
     init = ["init", "--scheme", args.scheme, "--d-model", D_MODEL, "--ffn-dim", FFN_DIM,
             "--heads", HEADS, "--encoder-layers", ENCODER_LAYERS, "--decoder-layers", DECODER_LAYERS,
-            "--vocab-size", VOCAB, "--share", args.share, "--dtype", "float64", "--seed", 7,
+            "--vocab-size", VOCAB, "--share", args.share, "--seed", 7,
+            "--dtype", "float64" if args.precision == "fp32" else "float32",
             "--out", checkpoint]
     if args.init:
         init += ["--init", args.init]
@@ -94,7 +105,7 @@ def normlab_score(args):
     stdout = run_normlab(args.normlab, "score", "--checkpoint", checkpoint,
                          "--src-ids", workdir / "src.ids", "--tgt-ids", workdir / "tgt.ids",
                          "--label-smoothing", LABEL_SMOOTHING, "--ls-formula", args.formula,
-                         "--json", "--grad-out", grads)
+                         "--json", "--grad-out", grads, "--precision", args.precision)
     return parse_score_json(stdout), weights, grads
 
 
@@ -163,13 +174,17 @@ def check_scheme_constants(config, state, args):
     return failures
 
 
-def reference_score(state, config, src_lines, tgt_lines, formula):
-    """Loss, nll, tokens and gradients (stored names) of the reference model in float64."""
-    model = ReferenceTransformer(config).double().eval()
+def reference_score(state, config, src_lines, tgt_lines, formula, amp=False):
+    """Loss, nll, tokens and gradients (stored names) of the reference model in float64, or
+    with `amp` in float32 under bf16 autocast (the two lines a PyTorch user adds)."""
+    model = ReferenceTransformer(config).eval()
+    model = model.float() if amp else model.double()
     model.load_state_dict(state, strict=True)
     special = config["special_tokens"]
     source, prev_output_tokens, target = make_batch(src_lines, tgt_lines, special["pad"], special["eos"])
-    loss, nll, tokens = label_smoothed_loss(model(source, prev_output_tokens), target,
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp):
+        logits = model(source, prev_output_tokens)
+    loss, nll, tokens = label_smoothed_loss(logits.float() if amp else logits, target,
                                             LABEL_SMOOTHING, formula, special["pad"])
     loss.backward()
     grads = {name: param.grad for name, param in model.named_parameters()}
@@ -216,6 +231,37 @@ def compare_gradients(ref_grads, grads, tolerance=TOLERANCE):
     return failures, worst, worst_name
 
 
+def flat(grads, names):
+    return torch.cat([grads[n].double().flatten() for n in names])
+
+
+def check_mixed_precision(score, grads, state, config, src_lines, tgt_lines, args):
+    """normlab bf16 against float64, as close as PyTorch AMP is; return (failures, summary)."""
+    exact = reference_score(state, config, src_lines, tgt_lines, args.formula)
+    amp = reference_score(state, config, src_lines, tgt_lines, args.formula, amp=True)
+    names = sorted(exact[3])
+    failures = [f"normlab gradient {n} is {grads[n].dtype}, expected float32 (master weights)"
+                for n in names if grads[n].dtype != torch.float32]
+    rel = lambda value, reference: abs(value - reference) / abs(reference)
+    errors = {  # (normlab's, AMP's) relative error against float64
+        "loss": (rel(score["loss"], exact[0]), rel(amp[0], exact[0])),
+        "nll": (rel(score["nll"], exact[1]), rel(amp[1], exact[1])),
+        "gradients": (relative_error(flat(exact[3], names), flat(grads, names)),
+                      relative_error(flat(exact[3], names), flat(amp[3], names))),
+    }
+    for what, (ours, theirs) in errors.items():
+        if ours > BF16_FACTOR * max(theirs, FP32_ROUNDING):
+            failures.append(f"{what}: normlab bf16 relative error {ours:.2e} against float64, PyTorch AMP's "
+                            f"{theirs:.2e}: more than {BF16_FACTOR:g}x")
+    if errors["gradients"][0] < FP32_ROUNDING:
+        failures.append(f"gradients: relative error {errors['gradients'][0]:.2e} against float64 is float32 "
+                        "rounding: the products did not run in bf16")
+    if score["tokens"] != exact[2]:
+        failures.append(f"tokens: normlab {score['tokens']}, reference {exact[2]}")
+    summary = ", ".join(f"{what} rel err {ours:.2e} (AMP {theirs:.2e})" for what, (ours, theirs) in errors.items())
+    return failures, summary
+
+
 def main():
     args = parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
@@ -223,6 +269,15 @@ def main():
     score, weights_path, grads_path = normlab_score(args)
     state, config = load_weights(weights_path)
     grads = torch.load(grads_path, map_location="cpu", weights_only=True)
+
+    case = f"{args.scheme}/{args.share}/{args.formula}"
+    if args.precision == "bf16":
+        failures, summary = check_mixed_precision(score, grads, state, config, src_lines, tgt_lines, args)
+        if failures:
+            print(f"FAIL {case} bf16:\n  " + "\n  ".join(failures))
+            sys.exit(1)
+        print(f"OK {case} bf16 against float64: {summary}")
+        return
 
     failures = check_config(config, state, args)
     loss, nll, tokens, ref_grads, ref_tied = reference_score(state, config, src_lines, tgt_lines, args.formula)
@@ -239,7 +294,6 @@ def main():
     grad_failures, worst, worst_name = compare_gradients(ref_grads, grads)
     failures += grad_failures
 
-    case = f"{args.scheme}/{args.share}/{args.formula}"
     if failures:
         print(f"FAIL {case}:\n  " + "\n  ".join(failures))
         sys.exit(1)

@@ -2,7 +2,9 @@
 """Exact resume (issue 3 §6): training 2N updates straight through, and training with a
 SIGKILL at a random moment after update N's checkpoint followed by a resume, give
 bit-identical parameters on the CPU with dropout on. Also: a corrupted checkpoint_last.pt makes
-the resume fall back to the newest intact checkpoint, and says so."""
+the resume fall back to the newest intact checkpoint, and says so. With --precision bf16 (issue
+15): the same in mixed precision, the run really is bf16 (its parameters differ from the fp32
+run's), and resuming it with another --precision is refused."""
 import os
 import random
 import signal
@@ -17,13 +19,13 @@ import cli_setup  # noqa: E402
 N = 100  # updates before the checkpoint; the runs train 2N (about 1 s on one core)
 
 
-def train_args(normlab, prefix, out):
+def train_args(normlab, prefix, out, precision):
     return [normlab, "train", "--train", prefix, "--valid", prefix, "--src", "de", "--tgt", "en",
             "--vocab-size", "300", "--d-model", "16", "--ffn-dim", "32", "--heads", "2",
             "--encoder-layers", "2", "--decoder-layers", "2", "--dropout", "0.3",
             "--max-tokens", "200", "--max-steps", str(2 * N), "--save-interval-updates", str(N),
             "--log-interval", "10", "--lr", "1e-3", "--seed", "5", "--threads", "1",
-            "--device", "cpu", "--out", out]
+            "--device", "cpu", "--precision", precision, "--out", out]
 
 
 def parameters(checkpoint):
@@ -37,13 +39,15 @@ def same(a, b):
 
 
 def main():
-    args, prefix, w = cli_setup.parse_and_prepare()
+    args, prefix, w = cli_setup.parse_and_prepare(
+        lambda ap: ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16"]))
     straight, killed = w("straight"), w("killed")
+    run = lambda out: train_args(args.normlab, prefix, out, args.precision)
 
-    subprocess.run(train_args(args.normlab, prefix, straight), check=True, capture_output=True)
+    subprocess.run(run(straight), check=True, capture_output=True)
 
     # The same run, killed at a random moment after update N's checkpoint, then resumed.
-    proc = subprocess.Popen(train_args(args.normlab, prefix, killed), stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(run(killed), stderr=subprocess.DEVNULL)
     marker = os.path.join(killed, "checkpoints", f"checkpoint_1_{N}.pt")
     while not os.path.exists(marker) and proc.poll() is None:
         time.sleep(0.005)
@@ -51,7 +55,7 @@ def main():
     was_running = proc.poll() is None
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    resumed = subprocess.run(train_args(args.normlab, prefix, killed), capture_output=True, text=True)
+    resumed = subprocess.run(run(killed), capture_output=True, text=True)
     if resumed.returncode != 0:
         print("resume failed:", resumed.stderr)
         return 1
@@ -67,13 +71,24 @@ def main():
     with open(os.path.join(killed, last), "r+b") as f:
         f.seek(os.path.getsize(f.name) // 2)
         f.write(b"\0" * 64)
-    more = train_args(args.normlab, prefix, killed)
+    more = run(killed)
     more[more.index("--max-steps") + 1] = str(2 * N)
     fallback = subprocess.run(more, capture_output=True, text=True)
     if fallback.returncode != 0 or "resuming from" not in fallback.stderr:
         print("FAIL: no fallback to an intact checkpoint:", fallback.returncode, fallback.stderr)
         return 1
-    print(f"1 passed, 0 failed (killed {'during' if was_running else 'after'} training)")
+    if args.precision != "fp32":
+        other = train_args(args.normlab, prefix, killed, "fp32")
+        refused = subprocess.run(other, capture_output=True, text=True)
+        if refused.returncode != 2 or f'precision was "{args.precision}", now "fp32"' not in refused.stderr:
+            print("FAIL: resuming with another --precision was not refused:", refused.returncode, refused.stderr)
+            return 1
+        fp32 = w("fp32")
+        subprocess.run(train_args(args.normlab, prefix, fp32, "fp32"), check=True, capture_output=True)
+        if same(os.path.join(straight, last), os.path.join(fp32, last)):
+            print(f"FAIL: the {args.precision} run ended with the fp32 run's parameters: no mixed precision")
+            return 1
+    print(f"1 passed, 0 failed ({args.precision}, killed {'during' if was_running else 'after'} training)")
     return 0
 
 

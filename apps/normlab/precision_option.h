@@ -1,0 +1,24 @@
+// --precision fp32|bf16|fp16, shared by the subcommands that run the model (docs/precision.md).
+#pragma once
+
+#include <string>
+
+#include <CLI/CLI.hpp>
+#include <c10/core/Device.h>
+#include <torch/types.h>
+
+#include "model/precision.h"
+
+namespace normlab::app {
+
+void add_precision_option(CLI::App& command, std::string& value);
+// The parsed --precision, checked against the device and the weights' dtype; throws
+// std::invalid_argument with every problem.
+model::Precision resolve_precision(const std::string& value, const c10::Device& device,
+                                   torch::Dtype master = torch::kFloat32);
+
+// For the commands whose measurement the low precision would swamp (hessian, perturb): throws
+// std::invalid_argument with `why` unless `value` is fp32.
+void require_fp32(const std::string& value, const std::string& why);
+
+}  // namespace normlab::app

@@ -1,0 +1,78 @@
+#include "model/precision.h"
+
+#include <stdexcept>
+
+#include <ATen/autocast_mode.h>
+#include <torch/torch.h>
+
+namespace normlab::model {
+
+std::string to_string(Precision p) {
+  switch (p) {
+    case Precision::kBf16:
+      return "bf16";
+    case Precision::kFp16:
+      return "fp16";
+    case Precision::kFp32:
+      break;
+  }
+  return "fp32";
+}
+
+Precision parse_precision(const std::string& s, const std::string& option) {
+  if (s == "fp32") return Precision::kFp32;
+  if (s == "bf16") return Precision::kBf16;
+  if (s == "fp16") return Precision::kFp16;
+  throw std::invalid_argument(option + ": unknown value '" + s + "', expected fp32|bf16|fp16");
+}
+
+std::vector<std::string> precision_problems(Precision p, const c10::Device& device,
+                                            c10::ScalarType master) {
+  std::vector<std::string> out;
+  if (p == Precision::kFp32) return out;
+  if (p == Precision::kFp16 && !device.is_cuda())
+    out.push_back("--precision fp16 needs a CUDA device (on this CPU fp16 matrix products run at "
+                  "1/8 of bf16's: use --precision bf16)");
+  if (master != c10::kFloat)
+    out.push_back("--precision " + to_string(p) + " runs on float32 weights, not " +
+                  std::string(c10::toString(master)) + " (use --dtype float32)");
+  return out;
+}
+
+c10::ScalarType compute_dtype(Precision p) {
+  switch (p) {
+    case Precision::kBf16:
+      return c10::kBFloat16;
+    case Precision::kFp16:
+      return c10::kHalf;
+    case Precision::kFp32:
+      break;
+  }
+  return c10::kFloat;
+}
+
+PrecisionGuard::PrecisionGuard(Precision p, const c10::Device& device)
+    : active_(p != Precision::kFp32),
+      device_type_(device.type()),
+      was_enabled_(at::autocast::is_autocast_enabled(device_type_)),
+      was_dtype_(at::autocast::get_autocast_dtype(device_type_)) {
+  if (!active_) return;
+  at::autocast::set_autocast_enabled(device_type_, true);
+  at::autocast::set_autocast_dtype(device_type_, compute_dtype(p));
+  at::autocast::increment_nesting();
+}
+
+PrecisionGuard::~PrecisionGuard() {
+  if (!active_) return;
+  // torch.autocast.__exit__: the cast cache lives until the outermost scope ends.
+  if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+  at::autocast::set_autocast_enabled(device_type_, was_enabled_);
+  at::autocast::set_autocast_dtype(device_type_, was_dtype_);
+}
+
+torch::Tensor float_if_reduced(const torch::Tensor& t) {
+  const auto s = t.scalar_type();
+  return s == torch::kBFloat16 || s == torch::kHalf ? t.to(torch::kFloat) : t;
+}
+
+}  // namespace normlab::model

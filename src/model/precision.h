@@ -1,0 +1,51 @@
+// Mixed precision (REFERENCE §7, PyTorch AMP): fp32 master weights and optimiser state; the
+// matrix products (linear, attention's two batched products) in bf16 or fp16 through ATen's
+// autocast; norms, softmax statistics, the loss and reductions in fp32. Nothing is stored in
+// the low precision: checkpoints, weights and gradients stay fp32.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <c10/core/Device.h>
+#include <c10/core/ScalarType.h>
+#include <torch/types.h>
+
+namespace normlab::model {
+
+enum class Precision { kFp32, kBf16, kFp16 };
+
+std::string to_string(Precision p);  // fp32 | bf16 | fp16
+// Throws std::invalid_argument naming `option`, the value and the choices.
+Precision parse_precision(const std::string& s, const std::string& option = "--precision");
+// Why `p` cannot run on `device` with `master` weights (empty when it can): fp16 needs CUDA
+// (this CPU's fp16 products run at 1/8 of bf16's, docs/performance.md), and the low
+// precisions need float32 master weights.
+std::vector<std::string> precision_problems(Precision p, const c10::Device& device,
+                                            c10::ScalarType master = c10::kFloat);
+// The dtype of the matrix products: float32, bfloat16 or float16.
+c10::ScalarType compute_dtype(Precision p);
+
+// Enables autocast on `device`'s type in `p` for the guard's life (a no-op for fp32); the
+// previous state comes back at its end. Weights cast once inside a guard are reused until the
+// outermost guard ends (as torch.autocast): weights must not change while a guard is alive, so
+// a guard never spans an optimiser step or an in-place change of the model. Thread-local.
+class PrecisionGuard {
+ public:
+  PrecisionGuard(Precision p, const c10::Device& device);
+  ~PrecisionGuard();
+  PrecisionGuard(const PrecisionGuard&) = delete;
+  PrecisionGuard& operator=(const PrecisionGuard&) = delete;
+
+ private:
+  bool active_;
+  c10::DeviceType device_type_;
+  bool was_enabled_;
+  c10::ScalarType was_dtype_;
+};
+
+// `t` in float32 when it is bf16 or fp16, else `t` itself: log-probabilities and the loss are
+// computed in fp32 from low-precision logits (fairseq's get_normalized_probs does `.float()`).
+torch::Tensor float_if_reduced(const torch::Tensor& t);
+
+}  // namespace normlab::model
