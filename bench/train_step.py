@@ -1,23 +1,34 @@
 #!/usr/bin/env python3
-"""Training-step speed of normlab against the same model in PyTorch eager (the peer), one run.
+"""Training-step speed of normlab in fp32 and bf16 against the same model in PyTorch, one run.
 
-Both start from the same weights (normlab init + export; the peer is tests/reference's
-ReferenceTransformer), take the same random batch shape, label-smoothed loss, backward and
-Adam(0.9, 0.98, 1e-8), with the same intra-op thread count. Each run is a fresh process
-(this script re-runs itself with --peer for the PyTorch side), and runs alternate (normlab,
-peer, normlab, ...) to spread machine noise; medians are reported. Writes a table to
-docs/performance.md between markers, with the machine and date.
+Six configurations (a subset with --configs): normlab fp32 and bf16 (normlab_bench
+--precision), and the PyTorch peer (tests/reference's ReferenceTransformer with
+torch.optim.Adam) eager and under torch.compile(model), each in fp32 and with the standard
+mixed-precision recipe: torch.autocast("cpu", dtype=torch.bfloat16) around forward and loss,
+backward and optimizer step outside. All start from the same weights (normlab init + export)
+and take the same random batch shape, label-smoothed loss, backward and Adam(0.9, 0.98, 1e-8)
+with the same intra-op thread count. Every run is a fresh process (this script re-runs itself
+with --peer for the PyTorch side); runs go round-robin over the configurations, --repeats
+times, to spread machine noise, and medians are reported. A compiled model gets at least one
+warm-up step, which compiles it; a PyTorch configuration that fails, or whose warm-up takes
+longer than --compile-timeout seconds, is reported as failed with the reason and not run
+again (a normlab failure stops the bench). The fp32 and bf16 GEMM peaks (torch.mm 2048^3) are
+measured in this process at the same thread count. Writes a table to docs/performance.md
+between markers, with the machine and date, and the raw results to --json-out if given.
 """
 import argparse
 import datetime
 import json
 import os
 import platform
+import shlex
+import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import traceback
 
 import torch
 
@@ -26,6 +37,16 @@ sys.path.insert(0, os.path.join(HERE, "..", "tests", "reference"))
 import reference_model as ref  # noqa: E402
 
 from doc_block import write_block
+
+# name (mode-precision) -> label; mode: normlab, eager or compile.
+CONFIGS = {
+    "normlab-fp32": "normlab fp32",
+    "normlab-bf16": "normlab bf16",
+    "eager-fp32": "PyTorch eager fp32",
+    "eager-bf16": "PyTorch eager + autocast bf16",
+    "compile-fp32": "torch.compile fp32",
+    "compile-bf16": "torch.compile + autocast bf16",
+}
 
 
 def step_flops(cfg, B, S, T):
@@ -41,8 +62,9 @@ def step_flops(cfg, B, S, T):
     return 3 * (enc + dec + out)
 
 
-def sgemm_gflops(n=2048, repeats=5):
-    a, b = torch.randn(n, n), torch.randn(n, n)
+def gemm_gflops(dtype, n=2048, repeats=10):
+    """torch.mm n^3 rate in `dtype` at the current thread count, median of `repeats`."""
+    a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
     torch.mm(a, b)
     times = []
     for _ in range(repeats):
@@ -52,12 +74,15 @@ def sgemm_gflops(n=2048, repeats=5):
     return 2 * n ** 3 / statistics.median(times) / 1e9
 
 
-def peer_run(weights_pt, sentences, length, warmup, steps, threads):
+def peer_run(weights_pt, name, sentences, length, warmup, steps, threads, compile_timeout):
+    """One PyTorch configuration in this process, as a user would write it."""
+    mode, precision = name.split("-")
     torch.set_num_threads(threads)
     state, config = ref.load_weights(weights_pt)
     model = ref.ReferenceTransformer(config)
     model.load_state_dict(state)  # weights.pt holds every name, aliases of shared tables too
     model.train()
+    forward = torch.compile(model) if mode == "compile" else model
     vocab = config["model"]["tgt_vocab_size"]
     opt = torch.optim.Adam(model.parameters(), lr=5e-4, betas=(0.9, 0.98), eps=1e-8)
     g = torch.Generator().manual_seed(2)
@@ -67,40 +92,93 @@ def peer_run(weights_pt, sentences, length, warmup, steps, threads):
 
     def step():
         opt.zero_grad()
-        logits = model(src, prev)
-        loss, _, ntok = ref.label_smoothed_loss(logits, target, 0.1, "uniform", 1)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
+            logits = forward(src, prev)
+            loss, _, ntok = ref.label_smoothed_loss(logits, target, 0.1, "uniform", 1)
         (loss / ntok).backward()
         opt.step()
 
-    for _ in range(warmup):
-        step()
-    times = []
-    for _ in range(steps):
-        t0 = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - t0)
-    return {"impl": "pytorch", "median_seconds": statistics.median(times), "step_seconds": times}
+    def timed(n):
+        times = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            step()
+            times.append(time.perf_counter() - t0)
+        return times
+
+    too_slow = TimeoutError(f"warm-up (compilation) took over {compile_timeout} s")
+    if mode == "compile":
+        def alarm(*_):
+            raise too_slow
+        signal.signal(signal.SIGALRM, alarm)
+        signal.alarm(compile_timeout)
+        warmup = max(warmup, 1)
+    warm = timed(warmup)
+    signal.alarm(0)
+    if mode == "compile" and sum(warm) > compile_timeout:  # the alarm's exception can be swallowed
+        raise too_slow
+    times = timed(steps)
+    return {"impl": "pytorch", "config": name, "threads": torch.get_num_threads(),
+            "warmup_seconds": warm, "step_seconds": times, "median_seconds": statistics.median(times)}
+
+
+def run_config(name, args, weights, threads):
+    """One run of configuration `name` in a fresh process: its JSON line, or {"error": reason}."""
+    mode, precision = name.split("-")
+    common = ["--threads", str(threads), "--sentences", str(args.sentences), "--length", str(args.length),
+              "--warmup", str(args.warmup), "--steps", str(args.steps)]
+    if mode == "normlab":
+        cmd = [args.bench, "--preset", args.preset, "--scheme", args.scheme, "--vocab-size",
+               str(args.vocab_size), "--device", "cpu", "--precision", precision, *common]
+    else:
+        cmd = [sys.executable, os.path.abspath(__file__), "--peer", weights, "--configs", name,
+               "--compile-timeout", str(args.compile_timeout), *common]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    try:
+        result = json.loads(proc.stdout.strip().splitlines()[-1])
+    except (IndexError, ValueError):
+        result = {}
+    if (proc.returncode or "median_seconds" not in result) and "error" not in result:
+        tail = proc.stderr.strip().splitlines()
+        result = {"error": tail[-1] if tail else f"exit status {proc.returncode}"}
+    return result
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--normlab", required=True, help="build/normlab")
-    ap.add_argument("--bench", required=True, help="build/normlab_bench")
+    ap.add_argument("--normlab", default=os.path.join(HERE, "..", "build", "normlab"), help="build/normlab")
+    ap.add_argument("--bench", default=os.path.join(HERE, "..", "build", "normlab_bench"),
+                    help="build/normlab_bench")
+    ap.add_argument("--configs", default=",".join(CONFIGS),
+                    help="comma list of " + ", ".join(CONFIGS) + " (default: all)")
     ap.add_argument("--preset", default="iwslt-small")
     ap.add_argument("--scheme", default="post-ln")
     ap.add_argument("--vocab-size", type=int, default=10000)
     ap.add_argument("--sentences", type=int, default=128)
     ap.add_argument("--length", type=int, default=32)
-    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--warmup", type=int, default=2, help="untimed steps (torch.compile: at least 1)")
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=0, help="0: what normlab picks")
+    ap.add_argument("--compile-timeout", type=int, default=300,
+                    help="seconds allowed for a torch.compile configuration's warm-up")
     ap.add_argument("--out", default=os.path.join(HERE, "..", "docs", "performance.md"))
+    ap.add_argument("--json-out", metavar="FILE", help="also write the raw results as JSON")
     ap.add_argument("--peer", metavar="WEIGHTS_PT", help=argparse.SUPPRESS)  # internal: one peer run
     args = ap.parse_args()
+    names = args.configs.split(",")
+    unknown = [n for n in names if n not in CONFIGS]
+    if unknown:
+        ap.error(f"unknown configuration(s) {', '.join(unknown)}; choose from {', '.join(CONFIGS)}")
     if args.peer:
-        print(json.dumps(peer_run(args.peer, args.sentences, args.length, args.warmup, args.steps,
-                                  args.threads)))
+        try:
+            result = peer_run(args.peer, names[0], args.sentences, args.length, args.warmup, args.steps,
+                              args.threads, args.compile_timeout)
+        except Exception as e:  # the parent reports the configuration as failed, with this reason
+            traceback.print_exc()
+            print(json.dumps({"error": f"{type(e).__name__}: {e}".splitlines()[0][:300]}))
+            sys.exit(1)
+        print(json.dumps(result))
         return
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -115,45 +193,75 @@ def main():
                                          check=True, capture_output=True, text=True).stdout)
         threads = args.threads or info["intra_op_threads"]
         cfg = json.load(open(os.path.join(tmp, "weights.json")))["model"]
-        common = ["--sentences", str(args.sentences), "--length", str(args.length),
-                  "--warmup", str(args.warmup), "--steps", str(args.steps)]
-        ours, peers = [], []
+        runs, errors = {n: [] for n in names}, {}
         for r in range(args.repeats):
-            out = subprocess.run([args.bench, "--preset", args.preset, "--scheme", args.scheme,
-                                  "--vocab-size", str(args.vocab_size), "--threads", str(threads),
-                                  "--device", "cpu", *common], check=True, capture_output=True, text=True)
-            ours.append(json.loads(out.stdout)["median_seconds"])
-            out = subprocess.run([sys.executable, os.path.abspath(__file__), "--peer", weights,
-                                  "--threads", str(threads), "--normlab", args.normlab,
-                                  "--bench", args.bench, *common], check=True, capture_output=True, text=True)
-            peers.append(json.loads(out.stdout)["median_seconds"])
-            print(f"repeat {r + 1}: normlab {ours[-1]:.3f} s/step, PyTorch peer {peers[-1]:.3f} s/step",
-                  file=sys.stderr)
-        torch.set_num_threads(threads)
-        py_sgemm = sgemm_gflops()
+            for name in (n for n in names if n not in errors):
+                result = run_config(name, args, weights, threads)
+                if "error" in result:
+                    if name.startswith("normlab"):
+                        sys.exit(f"{CONFIGS[name]} failed: {result['error']}")
+                    errors[name] = result["error"]
+                    print(f"repeat {r + 1}/{args.repeats}: {CONFIGS[name]} failed: {errors[name]}", file=sys.stderr)
+                else:
+                    runs[name].append(result)
+                    print(f"repeat {r + 1}/{args.repeats}: {CONFIGS[name]} {result['median_seconds']:.3f} s/step",
+                          file=sys.stderr)
+    torch.set_num_threads(threads)
+    peaks = {"fp32": gemm_gflops(torch.float32), "bf16": gemm_gflops(torch.bfloat16)}
 
     tokens = args.sentences * args.length
     flops = step_flops(cfg, args.sentences, args.length, args.length)
-    t_ours, t_peer = statistics.median(ours), statistics.median(peers)
-    peak = info["sgemm_gflops_2048"]
-    g_ours, g_peer = flops / t_ours / 1e9, flops / t_peer / 1e9
+    median = {n: statistics.median(r["median_seconds"] for r in runs[n]) for n in names if n not in errors}
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")),
                platform.processor())
+    rows = []
+    for n in names:
+        raw = ", ".join(f"{r['median_seconds']:.3f}" for r in runs[n])
+        if n in errors:
+            rows.append(f"| {CONFIGS[n]} | failed: {errors[n].replace('|', '/')} | | | | | | {raw} |")
+            continue
+        t = median[n]
+        gflops, gemm_s = flops / t / 1e9, flops / (peaks[n.split("-")[1]] * 1e9)
+        rows.append(f"| {CONFIGS[n]} | {t:.3f} | {tokens / t:,.0f} | {gflops:.0f} | "
+                    f"{100 * gflops / peaks['fp32']:.0f}% | {100 * gflops / peaks['bf16']:.0f}% | "
+                    f"{gemm_s:.3f} s ({100 * gemm_s / t:.0f}%) | {raw} |")
+    ratios = []
+    peers = [n for n in median if not n.startswith("normlab")]
+    fastest = min(peers, key=median.get) if peers else None
+    for ours, peer in dict.fromkeys([("normlab-bf16", fastest), ("normlab-bf16", "eager-fp32"),
+                                     ("normlab-fp32", "eager-fp32")]):
+        if ours in median and peer in median:
+            ratios.append(f"{CONFIGS[ours]} / {CONFIGS[peer]} **{median[peer] / median[ours]:.2f}x**")
+    compiled = [f"{CONFIGS[n]} {statistics.median(r['warmup_seconds'][0] for r in runs[n]):.1f} s"
+                for n in median if n.startswith("compile")]
     text = (
         f"Training step, `{args.preset}` {args.scheme}, {args.sentences} x {args.length} source and "
         f"target tokens of random ids (V={args.vocab_size}), dropout 0.3, label smoothing 0.1, Adam; "
-        f"{threads} threads, {cpu}, {torch.__version__}, {datetime.date.today()}; "
-        f"median of {args.repeats} runs x {args.steps} steps.\n\n"
-        f"Command: `python3 bench/train_step.py --normlab build/normlab --bench build/normlab_bench`\n\n"
-        "| implementation | s/step | tokens/s (target) | GFLOP/s | % of sgemm peak |\n"
-        "|---|---:|---:|---:|---:|\n"
-        f"| normlab (C++) | {t_ours:.3f} | {tokens / t_ours:,.0f} | {g_ours:.0f} | {100 * g_ours / peak:.0f}% |\n"
-        f"| PyTorch eager peer | {t_peer:.3f} | {tokens / t_peer:,.0f} | {g_peer:.0f} | {100 * g_peer / peak:.0f}% |\n\n"
-        f"Ratio normlab / peer (tokens/s): **{t_peer / t_ours:.2f}x**. sgemm 2048^3 peak: normlab "
-        f"{peak:.0f} GFLOP/s, torch.mm in Python {py_sgemm:.0f} GFLOP/s. FLOPs counted analytically "
-        f"(matrix products only, backward = 2x forward): {flops / 1e9:.1f} GFLOP per step.\n")
+        f"{threads} threads, {cpu}, {torch.__version__}, {datetime.date.today()}; each run a fresh "
+        f"process, configurations round-robin, median of {args.repeats} runs x {args.steps} steps.\n\n"
+        f"Command: `python3 bench/train_step.py {shlex.join(sys.argv[1:])}`\n\n"
+        "| configuration | s/step | tokens/s (target) | GFLOP/s | % of fp32 GEMM peak | % of bf16 GEMM peak "
+        "| matrix products at peak rate (share of step) | runs (s/step) |\n"
+        "|---|---:|---:|---:|---:|---:|---:|---|\n" + "\n".join(rows) + "\n\n"
+        + (f"Ratios (tokens/s): {'; '.join(ratios)}. The fastest PyTorch configuration: "
+           f"{CONFIGS[fastest]}.\n\n" if ratios else "")
+        + f"GEMM peaks (torch.mm 2048^3, {threads} threads): fp32 {peaks['fp32']:.0f} GFLOP/s, "
+        f"bf16 {peaks['bf16']:.0f} GFLOP/s. FLOPs counted analytically (matrix products only, "
+        f"backward = 2x forward): {flops / 1e9:.1f} GFLOP per step. \"Matrix products at peak rate\" "
+        "is the step's FLOPs at the GEMM peak of the configuration's precision (bf16 for autocast "
+        "and normlab bf16), and its share of the step time: a lower bound of the time the step spends "
+        "in matrix products."
+        + (f" torch.compile's first warm-up step (compilation, or loading it from inductor's on-disk cache of "
+           f"earlier runs): {', '.join(compiled)}." if compiled else "") + "\n")
     print(text)
     write_block(args.out, "train_step", text)
+    if args.json_out:
+        with open(args.json_out, "w") as f:
+            json.dump({"date": str(datetime.date.today()), "cpu": cpu, "torch": torch.__version__,
+                       "threads": threads, "args": vars(args), "step_flops": flops, "tokens": tokens,
+                       "gemm_peak_gflops": peaks,
+                       "configs": {n: {"label": CONFIGS[n], "median_seconds": median.get(n),
+                                       "error": errors.get(n), "runs": runs[n]} for n in names}}, f, indent=1)
 
 
 if __name__ == "__main__":
