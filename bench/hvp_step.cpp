@@ -38,6 +38,7 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads)->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
+  core::configure_memory();  // as normlab does
   const int used_threads = core::configure_threads(threads);
   model::ModelConfig c;
   c.d_model = d_model;

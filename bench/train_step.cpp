@@ -39,6 +39,7 @@ int main(int argc, char** argv) {
                  "write a Chrome trace of the timed steps (LibTorch's profiler; bench/profile_ops.py sums it)");
   CLI11_PARSE(app, argc, argv);
 
+  core::configure_memory();  // as normlab does
   const int used_threads = core::configure_threads(threads);
   const auto device = core::resolve_device(device_name);
   model::ModelConfig c;

@@ -57,6 +57,7 @@ int main(int argc, char** argv) {
     return fail(e.what());
   }
   try {
+    core::configure_memory();
     core::configure_threads(global.threads);
     runners.at(app.get_subcommands().front())();
   } catch (const app::ExitCode& e) {

@@ -1,5 +1,11 @@
 #include "core/runtime.h"
 
+#include <climits>
+#include <cstdlib>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+
 #include <sched.h>
 
 #include <algorithm>
@@ -58,6 +64,17 @@ int available_cpus() {
   int quota = cgroup_cpu_quota();
   if (quota > 0) cpus = std::min(cpus, quota);
   return std::max(cpus, 1);
+}
+
+bool configure_memory() {
+#ifdef __GLIBC__
+  for (const char* name : {"MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_", "GLIBC_TUNABLES"})
+    if (std::getenv(name) != nullptr) return false;
+  return mallopt(M_MMAP_THRESHOLD, 1 << 30) == 1 && mallopt(M_TRIM_THRESHOLD, INT_MAX) == 1 &&
+         mallopt(M_TOP_PAD, 256 << 20) == 1;
+#else
+  return false;
+#endif
 }
 
 int configure_threads(int requested) {

@@ -32,6 +32,23 @@ void apply_mask(const T* in, T* out, int64_t n, uint64_t seed, double p) {
   });
 }
 
+// out[i] = r[i] + (keep_i ? y[i] * scale : 0) in R's arithmetic (float for fp32, as dropout()
+// followed by an add: the same two roundings), two decisions per hash as apply_mask.
+template <class R, class Y>
+void add_masked(const R* r, const Y* y, R* out, int64_t n, uint64_t seed, double p) {
+  const auto threshold = static_cast<uint32_t>(p * 4294967296.0);
+  const R scale = static_cast<R>(1.0 / (1.0 - p));
+  at::parallel_for(0, (n + 1) / 2, 16384, [&](int64_t begin, int64_t end) {
+    for (int64_t k = begin; k < end; ++k) {
+      const uint64_t h = mix(seed + static_cast<uint64_t>(k) * 0x9e3779b97f4a7c15ULL);
+      const int64_t i = 2 * k;
+      out[i] = static_cast<uint32_t>(h) >= threshold ? r[i] + static_cast<R>(y[i]) * scale : r[i];
+      if (i + 1 < n)
+        out[i + 1] = static_cast<uint32_t>(h >> 32) >= threshold ? r[i + 1] + static_cast<R>(y[i + 1]) * scale : r[i + 1];
+    }
+  });
+}
+
 torch::Tensor masked(const torch::Tensor& x, uint64_t seed, double p) {
   auto in = x.contiguous();
   auto out = torch::empty_like(in);
@@ -59,13 +76,52 @@ class MaskFunction : public torch::autograd::Function<MaskFunction> {
   }
 };
 
+// residual + MaskFunction(y): the residual's gradient passes through, y's is masked like y.
+class AddMaskedFunction : public torch::autograd::Function<AddMaskedFunction> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& residual,
+                               const torch::Tensor& y, int64_t seed, double p) {
+    ctx->saved_data["seed"] = seed;
+    ctx->saved_data["p"] = p;
+    ctx->saved_data["y_dtype"] = static_cast<int64_t>(y.scalar_type());
+    auto r = residual.contiguous(), v = y.contiguous();
+    auto out = torch::empty_like(r);
+    AT_DISPATCH_FLOATING_TYPES(r.scalar_type(), "normlab_dropout_add", [&] {
+      using R = scalar_t;
+      AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, v.scalar_type(), "normlab_dropout_add_y", [&] {
+        add_masked(r.data_ptr<R>(), v.data_ptr<scalar_t>(), out.data_ptr<R>(), r.numel(),
+                   static_cast<uint64_t>(seed), p);
+      });
+    });
+    return out;
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad) {
+    const auto seed = ctx->saved_data["seed"].toInt();
+    const auto p = ctx->saved_data["p"].toDouble();
+    const auto y_dtype = static_cast<c10::ScalarType>(ctx->saved_data["y_dtype"].toInt());
+    return {grad[0], MaskFunction::apply(grad[0], seed, p).to(y_dtype), torch::Tensor(), torch::Tensor()};
+  }
+};
+
+// The seed of one dropout call, from torch's default generator.
+int64_t draw_seed() {
+  return torch::randint(std::numeric_limits<int64_t>::max(), {1}, torch::kInt64).item<int64_t>();
+}
+
 }  // namespace
+
+torch::Tensor dropout_add(const torch::Tensor& residual, const torch::Tensor& y, double p, bool training) {
+  TORCH_CHECK(residual.sizes() == y.sizes(), "dropout_add: residual ", residual.sizes(), " and branch ",
+              y.sizes(), " differ");
+  if (!training || p <= 0.0 || !y.device().is_cpu()) return residual + model::dropout(y, p, training).to(residual.scalar_type());
+  return AddMaskedFunction::apply(residual, y, draw_seed(), p);
+}
 
 torch::Tensor dropout(const torch::Tensor& x, double p, bool training) {
   if (!training || p <= 0.0) return x;
   if (!x.device().is_cpu()) return torch::dropout(x, p, true);  // ATen's kernel on accelerators
-  const auto seed = torch::randint(std::numeric_limits<int64_t>::max(), {1}, torch::kInt64).item<int64_t>();
-  return MaskFunction::apply(x, seed, p);
+  return MaskFunction::apply(x, draw_seed(), p);
 }
 
 }  // namespace normlab::model

@@ -12,4 +12,11 @@ namespace normlab::model {
 // x * mask / (1 - p) in training with p > 0, else x itself. Differentiable any number of times.
 torch::Tensor dropout(const torch::Tensor& x, double p, bool training);
 
+// residual + dropout(y, p, training) in one pass, in residual's dtype: y may be bf16/fp16 (a
+// sub-layer's output under mixed precision) while the residual stream is fp32, and ATen's
+// mixed-dtype add is 3x a cast and an add (docs/performance.md). On the CPU the mask is
+// dropout()'s, from the same draw of the generator; float and double give dropout()'s bits.
+// Shapes must be equal. Differentiable any number of times.
+torch::Tensor dropout_add(const torch::Tensor& residual, const torch::Tensor& y, double p, bool training);
+
 }  // namespace normlab::model

@@ -42,16 +42,21 @@ torch::Tensor ResidualBlock::normalize(const torch::Tensor& x) {
 }
 
 torch::Tensor ResidualBlock::combine(const torch::Tensor& x, const SubLayer& f, bool training) {
+  // The sub-layer's output before dropout (bf16/fp16 under mixed precision).
   auto branch = [&](const torch::Tensor& in) {
     auto y = f(in);
     if (scheme_.residual == ResidualForm::kReZero) y = y * rezero_alpha_;
-    return model::dropout(y, dropout_, training);
+    return y;
+  };
+  // residual + dropout(y), one pass into the residual stream's dtype.
+  auto add = [&](const torch::Tensor& residual, const torch::Tensor& y) {
+    return model::dropout_add(residual, y, dropout_, training);
   };
   switch (scheme_.norm) {
     case NormPlacement::kPre:
-      return x + branch(normalize(x));
+      return add(x, branch(normalize(x)));
     case NormPlacement::kNone:
-      return x + branch(x);
+      return add(x, branch(x));
     case NormPlacement::kPost:
       break;
   }
@@ -65,11 +70,14 @@ torch::Tensor ResidualBlock::combine(const torch::Tensor& x, const SubLayer& f, 
   if (scheme_.residual == ResidualForm::kDeepNorm) residual = x * deepnorm_alpha_;
   auto y = branch(x);
   if (profiling) {
-    // Biased variances (np.var in Transformer-Clinic) over the whole tensor, padding included.
+    // Biased variances (np.var in Transformer-Clinic) over the whole tensor, padding included,
+    // of the sub-layer's output after dropout (Admin profiles in training mode).
     const auto var = [](const torch::Tensor& t) { return t.detach().var(/*unbiased=*/false).item<double>(); };
+    y = model::dropout(y, dropout_, training);
     profile_->r = std::sqrt(var(residual) + var(y));
+    return normalize(residual + y);
   }
-  return normalize(residual + y);
+  return normalize(add(residual, y));
 }
 
 }  // namespace normlab::model

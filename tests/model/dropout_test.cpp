@@ -56,3 +56,44 @@ TEST(Dropout, ReproducibleAndIndependentOfThreadCount) {
   EXPECT_TRUE(torch::equal(a, b));
   EXPECT_FALSE(torch::equal(a, nm::dropout(x, 0.1, true)));  // the next call draws a new mask
 }
+
+TEST(Dropout, AddMatchesDropoutThenAddWithTheSameMask) {
+  // Against the unfused composition from the same generator state, to the last bit: float and
+  // double as dropout() then add; a bf16 branch into an fp32 residual as the branch cast to fp32
+  // first (the scale is applied in float, not rounded to bf16).
+  for (auto dtype : {torch::kFloat64, torch::kFloat32, torch::kBFloat16}) {
+    torch::manual_seed(3);
+    auto r = torch::randn({7, 33}, torch::kFloat64).to(dtype == torch::kFloat64 ? dtype : torch::kFloat32);
+    auto y = torch::randn({7, 33}, torch::kFloat64).to(dtype);
+    r.set_requires_grad(true);
+    y.set_requires_grad(true);
+    torch::manual_seed(9);
+    auto fused = nm::dropout_add(r, y, 0.3, true);
+    torch::manual_seed(9);
+    auto unfused = r + nm::dropout(y.to(r.scalar_type()), 0.3, true);
+    ASSERT_EQ(fused.scalar_type(), r.scalar_type());
+    EXPECT_TRUE(torch::equal(fused, unfused)) << dtype;
+    // Gradients: the residual's passes through, the branch's is masked and in the branch's dtype.
+    auto w = torch::randn_like(r);
+    auto gf = torch::autograd::grad({(fused * w).sum()}, {r, y});
+    auto gu = torch::autograd::grad({(unfused * w).sum()}, {r, y});
+    EXPECT_TRUE(torch::equal(gf[0], gu[0]));
+    EXPECT_EQ(gf[1].scalar_type(), dtype);
+    EXPECT_TRUE(torch::equal(gf[1], gu[1])) << dtype;
+  }
+}
+
+TEST(Dropout, AddIsTwiceDifferentiable) {
+  // L = sum((r + m s y)^2): d2L/dy2 v = 2 m s^2 v (the mask twice), d2L/dr dy v = 2 m s v.
+  torch::manual_seed(2);
+  const double p = 0.25, s = 1 / (1 - p);
+  auto r = torch::randn({40}, torch::dtype(torch::kFloat64).requires_grad(true));
+  auto y = torch::randn({40}, torch::dtype(torch::kFloat64).requires_grad(true));
+  auto out = nm::dropout_add(r, y, p, true);
+  auto m = (out - r).detach().ne(0).to(torch::kFloat64);
+  auto gy = torch::autograd::grad({(out * out).sum()}, {y}, {}, true, true)[0];
+  auto v = torch::randn({40}, torch::kFloat64);
+  auto h = torch::autograd::grad({(gy * v).sum()}, {y, r});
+  EXPECT_TRUE(torch::allclose(h[0], 2 * m * s * s * v, 1e-12, 1e-12));
+  EXPECT_TRUE(torch::allclose(h[1], 2 * m * s * v, 1e-12, 1e-12));
+}
