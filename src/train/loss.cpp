@@ -4,6 +4,7 @@
 
 #include <torch/torch.h>
 
+#include "model/kernels/log_softmax_terms.h"
 #include "model/precision.h"
 
 namespace normlab::train {
@@ -22,10 +23,18 @@ LossSums label_smoothed_nll(const torch::Tensor& logits, const torch::Tensor& ta
                             LabelSmoothingFormula formula, int64_t pad) {
   TORCH_CHECK(eps >= 0.0 && eps < 1.0, "label smoothing must be in [0, 1), got ", eps);
   const auto V = static_cast<double>(logits.size(-1));
-  // REFERENCE §7: the loss in fp32 also when the logits come from a bf16/fp16 product.
-  auto lprobs = torch::log_softmax(model::float_if_reduced(logits), -1);  // (B,T,V)
-  auto nll = -lprobs.gather(-1, target.unsqueeze(-1)).squeeze(-1);        // (B,T)
-  auto smooth = -lprobs.sum(-1);                                          // (B,T)
+  torch::Tensor nll, smooth;  // (B,T): -log p(target), -sum_v log p(v)
+  if (model::kernels::log_softmax_terms_apply(logits)) {
+    // bf16/fp16 logits: both terms in one fused pass, in fp32 (REFERENCE §7).
+    auto terms = model::kernels::log_softmax_terms(logits.reshape({-1, logits.size(-1)}), target.reshape(-1));
+    nll = terms.nll.view(target.sizes());
+    smooth = terms.smooth.view(target.sizes());
+  } else {
+    // REFERENCE §7: the loss in fp32 also when the logits come from a bf16/fp16 product.
+    auto lprobs = torch::log_softmax(model::float_if_reduced(logits), -1);  // (B,T,V)
+    nll = -lprobs.gather(-1, target.unsqueeze(-1)).squeeze(-1);
+    smooth = -lprobs.sum(-1);
+  }
   auto keep = target.ne(pad);
   nll = nll.masked_fill(~keep, 0.0).sum();
   smooth = smooth.masked_fill(~keep, 0.0).sum();

@@ -265,6 +265,8 @@ TrainResult train(const TrainConfig& c, const TrainHooks& hooks, const torch::De
   if (c.eval_bleu && hooks.bleu)
     for (auto& p : hooks.bleu->problems()) problems.push_back(p);
   for (auto& p : model::precision_problems(c.precision, device)) problems.push_back(p);
+  if (c.precision == model::Precision::kFp16)  // fairseq's dynamic loss scaling is not built yet
+    problems.push_back("train --precision fp16 needs dynamic loss scaling, which normlab does not have yet: use bf16");
   core::throw_if_problems(problems);
   const fs::path run(c.out), ckpt_dir = run / "checkpoints";
   fs::create_directories(ckpt_dir);

@@ -88,8 +88,9 @@ TEST(Precision, LossOfBf16LogitsIsComputedInFp32) {
   auto low = train::label_smoothed_nll(logits, target, 0.1, f, kPad);
   auto high = train::label_smoothed_nll(logits.to(torch::kFloat), target, 0.1, f, kPad);
   EXPECT_EQ(low.loss.scalar_type(), torch::kFloat);
-  EXPECT_EQ(low.loss.item<float>(), high.loss.item<float>());
-  EXPECT_EQ(low.nll.item<float>(), high.nll.item<float>());
+  // The same sums in float (the fused kernel where it applies): float rounding apart, not bf16's.
+  EXPECT_NEAR(low.loss.item<float>(), high.loss.item<float>(), 1e-6 * high.loss.item<float>());
+  EXPECT_NEAR(low.nll.item<float>(), high.nll.item<float>(), 1e-6 * high.nll.item<float>());
 }
 
 TEST(Precision, ModelForwardFollowsItsPrecisionAndGradientsStayFp32) {

@@ -1,0 +1,85 @@
+#include "model/kernels/log_softmax_terms.h"
+
+#include <ATen/Parallel.h>
+#include <torch/torch.h>
+
+#include "model/kernels/log_softmax_terms_rows.h"
+
+namespace normlab::model::kernels {
+namespace {
+
+constexpr int64_t kRowsPerTask = 16;
+
+template <class F>
+void dispatch_reduced(c10::ScalarType type, F&& f) {
+  if (type == torch::kBFloat16) f(c10::BFloat16());
+  else f(c10::Half());
+}
+
+class LogSoftmaxTermsFunction : public torch::autograd::Function<LogSoftmaxTermsFunction> {
+ public:
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
+                                                const torch::Tensor& logits, const torch::Tensor& target) {
+    auto x = logits.contiguous();
+    auto t = target.contiguous();
+    const int64_t n = x.size(0), v = x.size(1);
+    auto f32 = x.options().dtype(torch::kFloat);
+    auto lse = torch::empty({n}, f32), nll = torch::empty({n}, f32), smooth = torch::empty({n}, f32);
+    dispatch_reduced(x.scalar_type(), [&](auto tag) {
+      using T = decltype(tag);
+      const T* px = reinterpret_cast<const T*>(x.data_ptr());
+      at::parallel_for(0, n, kRowsPerTask, [&](int64_t begin, int64_t end) {
+        log_softmax_terms_rows(px, t.data_ptr<int64_t>(), v, begin, end, lse.data_ptr<float>(),
+                               nll.data_ptr<float>(), smooth.data_ptr<float>());
+      });
+    });
+    ctx->save_for_backward({x, t, lse});
+    return {nll, smooth};
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    TORCH_CHECK(!torch::GradMode::is_enabled(),
+                "the fused bf16/fp16 loss has no second derivative; second-order work runs in fp32");
+    const auto saved = ctx->get_saved_variables();
+    const auto &x = saved[0], &t = saved[1], &lse = saved[2];
+    const int64_t n = x.size(0), v = x.size(1);
+    auto zeros_if_undefined = [&](const torch::Tensor& g) {
+      return g.defined() ? g.to(torch::kFloat).contiguous() : torch::zeros({n}, lse.options());
+    };
+    const auto g_nll = zeros_if_undefined(grads[0]), g_smooth = zeros_if_undefined(grads[1]);
+    auto grad = torch::empty_like(x);
+    dispatch_reduced(x.scalar_type(), [&](auto tag) {
+      using T = decltype(tag);
+      at::parallel_for(0, n, kRowsPerTask, [&](int64_t begin, int64_t end) {
+        log_softmax_terms_grad_rows(reinterpret_cast<const T*>(x.data_ptr()), t.data_ptr<int64_t>(),
+                                    lse.data_ptr<float>(), g_nll.data_ptr<float>(), g_smooth.data_ptr<float>(),
+                                    v, begin, end, reinterpret_cast<T*>(grad.data_ptr()));
+      });
+    });
+    return {grad, torch::Tensor()};
+  }
+};
+
+}  // namespace
+
+bool log_softmax_terms_apply(const torch::Tensor& logits) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  static const bool vector_units = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  const auto type = logits.scalar_type();
+  return vector_units && logits.device().is_cpu() && (type == torch::kBFloat16 || type == torch::kHalf);
+#else
+  (void)logits;
+  return false;  // the row kernels are built for x86-64's AVX2 only
+#endif
+}
+
+LogSoftmaxTerms log_softmax_terms(const torch::Tensor& logits, const torch::Tensor& target) {
+  TORCH_CHECK(log_softmax_terms_apply(logits), "log_softmax_terms: bf16/fp16 CPU logits with AVX2 only");
+  TORCH_CHECK(logits.dim() == 2 && target.dim() == 1 && target.size(0) == logits.size(0),
+              "log_softmax_terms: logits (N,V) and target (N), got ", logits.sizes(), " and ", target.sizes());
+  auto out = LogSoftmaxTermsFunction::apply(logits, target);
+  return {out[0], out[1]};
+}
+
+}  // namespace normlab::model::kernels
