@@ -14,38 +14,38 @@ inline uint64_t mix(uint64_t z) {
   return z ^ (z >> 31);
 }
 
-// out[i] = in[i] * (keep_i ? scale : 0); two decisions per 64-bit hash (its 32-bit halves).
-// bf16/fp16 multiply in float (at::opmath_type), so that the scale is not rounded to 8 bits.
-template <class T>
-void apply_mask(const T* in, T* out, int64_t n, uint64_t seed, double p) {
-  using Math = at::opmath_type<T>;
+// Calls set(i, keep_i) for every i in [0, n): element i is kept when its 32 bits of
+// hash(seed, i / 2) are >= p 2^32, two decisions per 64-bit hash (its 32-bit halves).
+template <class F>
+void for_each_decision(int64_t n, uint64_t seed, double p, const F& set) {
   const auto threshold = static_cast<uint32_t>(p * 4294967296.0);
-  const Math scale = static_cast<Math>(1.0 / (1.0 - p));
   at::parallel_for(0, (n + 1) / 2, 16384, [&](int64_t begin, int64_t end) {
     for (int64_t k = begin; k < end; ++k) {
       const uint64_t h = mix(seed + static_cast<uint64_t>(k) * 0x9e3779b97f4a7c15ULL);
-      const int64_t i = 2 * k;
-      out[i] = static_cast<uint32_t>(h) >= threshold ? static_cast<T>(static_cast<Math>(in[i]) * scale) : T(0);
-      if (i + 1 < n)
-        out[i + 1] = static_cast<uint32_t>(h >> 32) >= threshold ? static_cast<T>(static_cast<Math>(in[i + 1]) * scale) : T(0);
+      set(2 * k, static_cast<uint32_t>(h) >= threshold);
+      if (2 * k + 1 < n) set(2 * k + 1, static_cast<uint32_t>(h >> 32) >= threshold);
     }
   });
 }
 
+// out[i] = in[i] * (keep_i ? scale : 0). bf16/fp16 multiply in float (at::opmath_type), so
+// that the scale is not rounded to 8 bits.
+template <class T>
+void apply_mask(const T* in, T* out, int64_t n, uint64_t seed, double p) {
+  using Math = at::opmath_type<T>;
+  const Math scale = static_cast<Math>(1.0 / (1.0 - p));
+  for_each_decision(n, seed, p, [&](int64_t i, bool keep) {
+    out[i] = keep ? static_cast<T>(static_cast<Math>(in[i]) * scale) : T(0);
+  });
+}
+
 // out[i] = r[i] + (keep_i ? y[i] * scale : 0) in R's arithmetic (float for fp32, as dropout()
-// followed by an add: the same two roundings), two decisions per hash as apply_mask.
+// followed by an add: the same two roundings).
 template <class R, class Y>
 void add_masked(const R* r, const Y* y, R* out, int64_t n, uint64_t seed, double p) {
-  const auto threshold = static_cast<uint32_t>(p * 4294967296.0);
   const R scale = static_cast<R>(1.0 / (1.0 - p));
-  at::parallel_for(0, (n + 1) / 2, 16384, [&](int64_t begin, int64_t end) {
-    for (int64_t k = begin; k < end; ++k) {
-      const uint64_t h = mix(seed + static_cast<uint64_t>(k) * 0x9e3779b97f4a7c15ULL);
-      const int64_t i = 2 * k;
-      out[i] = static_cast<uint32_t>(h) >= threshold ? r[i] + static_cast<R>(y[i]) * scale : r[i];
-      if (i + 1 < n)
-        out[i + 1] = static_cast<uint32_t>(h >> 32) >= threshold ? r[i + 1] + static_cast<R>(y[i + 1]) * scale : r[i + 1];
-    }
+  for_each_decision(n, seed, p, [&](int64_t i, bool keep) {
+    out[i] = keep ? r[i] + static_cast<R>(y[i]) * scale : r[i];
   });
 }
 
