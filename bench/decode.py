@@ -15,23 +15,42 @@ compared with normlab's (they must agree but for float ties).
 hypothesis has exactly L tokens) for the linear-growth check; time per output token is printed.
 --no-cache-lengths L1,...: the peer once more without its cache (the whole prefix through the
 decoder every step), the cost incremental decoding avoids.
+
+--sides picks what runs, round robin in that order (default normlab,peer):
+  normlab        `normlab translate` (fp32)
+  normlab-bf16   `normlab translate --precision bf16`
+  peer           the PyTorch beam search above
+  ct2-TYPE       CTranslate2 (pip ctranslate2) with compute_type TYPE (float32, int8, int8_float32,
+                 int16, bfloat16 where this CPU build supports it) over the same export converted
+                 by bench/ct2_convert.py (float32 weights; CTranslate2 converts at load time),
+                 intra_threads = --threads, inter_threads 1, the same batches as normlab
+                 (token_batches), options from ct2_convert.ct2_translate_options. Its worker
+                 process does not load PyTorch. Only translate_batch is timed.
+  SIDE+malloc    the same with REFERENCE §6's MALLOC_* settings in its environment;
+  ct2-TYPE+mask  CTranslate2 masking <s>/<pad>/<unk> (disable_unk, suppress_sequences), which
+                 renormalises its log-probabilities (see ct2_convert.ct2_translate_options).
+Each row reports how many output lines differ from normlab fp32 (the first side when
+normlab is not run), of those how many reached the max length on normlab's side (where
+CTranslate2 cannot match exactly: see bench/ct2_convert.py), and how many lines of that side
+contain <s>, <pad> or <unk>.
 """
 import argparse
 import json
 import math
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
-import torch
-
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "reference"))
-import reference_model as ref  # noqa: E402
+if "--ct2-worker" not in sys.argv:  # CTranslate2's worker runs without PyTorch (and its libgomp) loaded
+    import torch
+    import reference_model as ref  # noqa: E402
 
 BOS, PAD, EOS, UNK = 0, 1, 2, 3
 
@@ -82,7 +101,6 @@ def reorder_cache(cache, index, enc_index):
             cache[key] = (k.index_select(0, enc_index), v.index_select(0, enc_index))
 
 
-@torch.no_grad()
 def peer_beam_search(model, peer, src, beam, lenpen, max_len_a, max_len_b, min_len, max_positions,
                      no_cache=False):
     """fairseq's SequenceGenerator loop on one batch src (B,S). Returns the best hypothesis
@@ -193,8 +211,9 @@ def peer_main(args):
         src = torch.full((len(batch), longest), PAD, dtype=torch.long)
         for r, i in enumerate(batch):
             src[r, :len(sources[i]) + 1] = torch.tensor(sources[i] + [EOS])
-        hyps = peer_beam_search(model, peer, src, args.beam, args.lenpen, 0.0, args.max_len_b, args.min_len,
-                                config["model"]["max_positions"], args.no_cache)
+        with torch.no_grad():
+            hyps = peer_beam_search(model, peer, src, args.beam, args.lenpen, 0.0, args.max_len_b, args.min_len,
+                                    config["model"]["max_positions"], args.no_cache)
         for i, h in zip(batch, hyps):
             out[i] = h
     secs = time.perf_counter() - t0
@@ -203,8 +222,36 @@ def peer_main(args):
     print(json.dumps({"seconds": secs}))
 
 
-def run(cmd):
-    r = subprocess.run([str(c) for c in cmd], capture_output=True, text=True)
+def ct2_main(args):
+    """CTranslate2 side: same ids, same batches as normlab; only translate_batch is timed."""
+    import ctranslate2
+    from ct2_convert import ct2_translate_options, ids_to_tokens, tokens_to_ids
+    translator = ctranslate2.Translator(args.ct2_model, device="cpu", compute_type=args.compute_type,
+                                        inter_threads=1, intra_threads=args.threads)
+    with open(args.ids) as f:
+        sources = [[int(t) for t in line.split()] for line in f]
+    batches = token_batches(sources, args.max_tokens)
+    inputs = [[ids_to_tokens(sources[i]) for i in batch] for batch in batches]
+    options = ct2_translate_options(args.beam, args.lenpen, args.max_len_b, args.min_len, args.mask_specials)
+    t0 = time.perf_counter()
+    results = [translator.translate_batch(x, **options) for x in inputs]
+    secs = time.perf_counter() - t0
+    out = [[] for _ in sources]
+    for batch, result in zip(batches, results):
+        for i, r in zip(batch, result):
+            out[i] = tokens_to_ids(r.hypotheses[0])
+    with open(args.hyp_out, "w") as f:
+        f.write("".join(" ".join(map(str, h)) + "\n" for h in out))
+    print(json.dumps({"seconds": secs, "compute_type": translator.compute_type}))
+
+
+MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": "1073741824", "MALLOC_TRIM_THRESHOLD_": "4294967296",
+              "MALLOC_TOP_PAD_": "268435456"}  # ../shared/REFERENCE.md §6
+
+
+def run(cmd, env=None):
+    r = subprocess.run([str(c) for c in cmd], capture_output=True, text=True,
+                       env=None if env is None else {**os.environ, **env})
     if r.returncode:
         sys.exit(f"{' '.join(map(str, cmd))} failed:\n{r.stderr}")
     return r
@@ -218,10 +265,13 @@ def normlab_seconds(stderr):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--normlab", required=True)
-    ap.add_argument("--checkpoint", required=True)
-    ap.add_argument("--vocab", required=True, help="SentencePiece model of the checkpoint")
-    ap.add_argument("--input", required=True, help="source text")
+    ap.add_argument("--normlab")
+    ap.add_argument("--checkpoint")
+    ap.add_argument("--vocab", help="SentencePiece model of the checkpoint")
+    ap.add_argument("--input", help="source text")
+    ap.add_argument("--input-ids", help="source already as token ids, one sentence a line (instead of --input)")
+    ap.add_argument("--sides", default="normlab,peer",
+                    help="comma-separated: normlab, normlab-bf16, peer, ct2-float32, ct2-int8, ...; +malloc suffix")
     ap.add_argument("--beams", default="5,1")
     ap.add_argument("--lenpen", type=float, default=1.0)
     ap.add_argument("--max-len-b", type=int, default=200)
@@ -232,9 +282,14 @@ def main():
     ap.add_argument("--lengths", default="", help="forced output lengths for the linear-growth check")
     ap.add_argument("--no-cache-lengths", default="",
                     help="also time the peer without its cache (prefix recomputed every step) at these forced lengths")
+    ap.add_argument("--keep", help="keep the export, ids, CTranslate2 model and outputs in this folder")
     ap.add_argument("--peer", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--ct2-worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--no-cache", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--weights", help=argparse.SUPPRESS)
+    ap.add_argument("--ct2-model", help=argparse.SUPPRESS)
+    ap.add_argument("--compute-type", help=argparse.SUPPRESS)
+    ap.add_argument("--mask-specials", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--ids", help=argparse.SUPPRESS)
     ap.add_argument("--hyp-out", help=argparse.SUPPRESS)
     ap.add_argument("--beam", type=int, help=argparse.SUPPRESS)
@@ -242,66 +297,128 @@ def main():
     args = ap.parse_args()
     if args.peer:
         return peer_main(args)
+    if args.ct2_worker:
+        return ct2_main(args)
+    if not args.normlab or not args.checkpoint or not (args.input_ids or (args.input and args.vocab)):
+        ap.error("--normlab, --checkpoint and --input with --vocab (or --input-ids) are required")
 
-    tmp = tempfile.mkdtemp(prefix="normlab_decode_bench_")
+    sides = [x for x in args.sides.split(",") if x]
+    for side in sides:
+        name, *mods = side.split("+")
+        if (name not in ("normlab", "normlab-bf16", "peer") and not name.startswith("ct2-")) or \
+                set(mods) - {"malloc", "mask"} or ("mask" in mods and not name.startswith("ct2-")):
+            ap.error(f"unknown side {side}")
+    tmp = args.keep or tempfile.mkdtemp(prefix="normlab_decode_bench_")
+    os.makedirs(tmp, exist_ok=True)
     weights, ids = os.path.join(tmp, "weights.pt"), os.path.join(tmp, "src.ids")
-    run([args.normlab, "export", "--checkpoint", args.checkpoint, "--out", weights])
-    encoded = run([args.normlab, "bpe", "encode", "--model", args.vocab, "--input", args.input, "--ids"]).stdout
-    lines = encoded.splitlines()
+    checkpoint = os.path.join(tmp, "checkpoint.pt")  # a copy: training may replace the original mid-run
+    if not os.path.exists(checkpoint) or not os.path.samefile(args.checkpoint, checkpoint):
+        shutil.copyfile(args.checkpoint, checkpoint)
+    run([args.normlab, "export", "--checkpoint", checkpoint, "--out", weights])
+    with open(os.path.join(tmp, "weights.json")) as f:
+        max_positions = json.load(f)["model"]["max_positions"]
+    if args.input_ids:
+        with open(args.input_ids) as f:
+            lines = f.read().splitlines()
+    else:
+        lines = run([args.normlab, "bpe", "encode", "--model", args.vocab, "--input", args.input,
+                     "--ids"]).stdout.splitlines()
     if args.sentences:
         lines = lines[:args.sentences]
     with open(ids, "w") as f:
         f.write("\n".join(lines) + "\n")
     n = len(lines)
+    notes = []
+    ct2_dir = os.path.join(tmp, "ct2")
+    if any(x.startswith("ct2-") for x in sides):
+        import ctranslate2
+        from ct2_convert import convert
+        convert(weights, ct2_dir, force=True)
+        supported = ctranslate2.get_supported_compute_types("cpu")
+        for side in list(sides):
+            compute_type = side.split("+")[0][len("ct2-"):] if side.startswith("ct2-") else None
+            if compute_type and compute_type not in supported:
+                sides.remove(side)
+                notes.append(f"{side} skipped: this CTranslate2 {ctranslate2.__version__} CPU build supports "
+                             f"compute types {sorted(supported)}")
+        notes.append(f"CTranslate2 {ctranslate2.__version__}")
     print(f"{n} sentences, {args.threads} thread(s), {platform.processor() or platform.machine()}, "
-          f"torch {torch.__version__}, load {os.getloadavg()[0]:.2f}", flush=True)
+          f"torch {torch.__version__}, load {os.getloadavg()[0]:.2f}; " + "; ".join(notes), flush=True)
+
+    effective = {}  # CTranslate2's compute type where it differs from the one asked for
 
     def one(side, beam, min_len, max_len_b, no_cache=False):
+        name, *mods = side.split("+")
+        env = MALLOC_ENV if "malloc" in mods else None
         hyp = os.path.join(tmp, f"{side}.hyp")
-        if side == "normlab":
-            r = run([args.normlab, "translate", "--checkpoint", args.checkpoint, "--ids", "--input", ids,
-                     "--output", hyp, "--beam", beam, "--lenpen", args.lenpen, "--max-len-b", max_len_b,
-                     "--min-len", min_len, "--max-tokens", args.max_tokens, "--threads", args.threads])
+        common = ["--beam", beam, "--lenpen", args.lenpen, "--min-len", min_len, "--max-tokens", args.max_tokens]
+        if name.startswith("normlab"):
+            r = run([args.normlab, "--threads", args.threads, "translate", "--checkpoint", checkpoint,
+                     "--ids", "--input", ids, "--output", hyp, "--max-len-b", max_len_b]
+                    + common + (["--precision", "bf16"] if name == "normlab-bf16" else []), env)
             secs = normlab_seconds(r.stderr)
-        else:
-            r = run([sys.executable, __file__, "--peer", "--normlab", "-", "--checkpoint", "-", "--vocab", "-",
-                     "--input", "-", "--weights", weights, "--ids", ids, "--hyp-out", hyp, "--beam", beam,
-                     "--lenpen", args.lenpen, "--max-len-b", max_len_b, "--min-len", min_len,
-                     "--max-tokens", args.max_tokens, "--threads", args.threads] + (["--no-cache"] if no_cache else []))
+        elif name == "peer":
+            r = run([sys.executable, __file__, "--peer", "--weights", weights, "--ids", ids, "--hyp-out", hyp,
+                     "--max-len-b", max_len_b, "--threads", args.threads] + common
+                    + (["--no-cache"] if no_cache else []), env)
             secs = json.loads(r.stdout.splitlines()[-1])["seconds"]
+        else:  # CTranslate2: one max length for the whole call (a = 0), capped as normlab caps it
+            r = run([sys.executable, __file__, "--ct2-worker", "--ct2-model", ct2_dir, "--compute-type",
+                     name[len("ct2-"):], "--ids", ids, "--hyp-out", hyp,
+                     "--max-len-b", min(max_len_b, max_positions - 1), "--threads", args.threads] + common
+                    + (["--mask-specials"] if "mask" in mods else []), env)
+            reply = json.loads(r.stdout.splitlines()[-1])
+            secs = reply["seconds"]
+            if reply["compute_type"] != name[len("ct2-"):]:
+                effective[side] = reply["compute_type"]
         with open(hyp) as f:
             return secs, f.read().splitlines()
 
-    def compare(beam, min_len, max_len_b, label):
-        times = {"normlab": [], "peer": []}
-        outs = {}
+    def compare(beam, min_len, max_len_b):
+        """Round robin over the sides, --repeats times; medians; differences from the reference side."""
+        times, outs = {x: [] for x in sides}, {}
         for _ in range(args.repeats):
-            for side in ("normlab", "peer"):
+            for side in sides:
                 secs, out = one(side, beam, min_len, max_len_b)
                 times[side].append(secs)
                 outs[side] = out
-        same = sum(a == b for a, b in zip(outs["normlab"], outs["peer"]))
-        med = {s: statistics.median(t) for s, t in times.items()}
-        return med, times, same, outs["normlab"]
+        base = "normlab" if "normlab" in sides else sides[0]
+        cap = min(max_len_b, max_positions - 1)
+        diff = {}
+        for side in sides:
+            rows = [i for i, (a, b) in enumerate(zip(outs[base], outs[side])) if a != b]
+            diff[side] = (len(rows), sum(len(outs[base][i].split()) >= cap for i in rows),
+                          sum(bool({"0", "1", "3"} & set(line.split())) for line in outs[side]))
+        return {x: statistics.median(t) for x, t in times.items()}, times, diff, base
+
+    def table(title, med, times, diff, base, per_token=None):
+        print(f"{title} ({n} sentences, {args.threads} thread(s), medians of {args.repeats}):")
+        print(f"  {'side':<22} {'sent/s':>8} {'median s':>9} {'speed/' + base:>12}  {'differing from ' + base:<40}"
+              + ("  ms/token" if per_token else "") + "  times s")
+        for side in sides:
+            d, capped, specials = diff[side]
+            agree = "-" if side == base else (f"{d}/{n}" + (f" ({capped} at the max length)" if capped else ""))
+            agree += f" [{specials} with <s>/<pad>/<unk>]" if specials else ""
+            print(f"  {side:<22} {n / med[side]:>8.1f} {med[side]:>9.2f} {med[base] / med[side]:>11.2f}x  "
+                  f"{agree:<40}" + (f"  {1e3 * med[side] / per_token[side]:>8.3f}" if per_token else "")
+                  + f"  {[round(t, 2) for t in times[side]]}", flush=True)
 
     for beam in [int(b) for b in args.beams.split(",") if b]:
-        med, times, same, _ = compare(beam, 1, args.max_len_b, f"beam {beam}")
-        print(f"beam {beam}: normlab {n / med['normlab']:.1f} sent/s (median {med['normlab']:.2f} s of "
-              f"{[round(t, 2) for t in times['normlab']]}), PyTorch peer {n / med['peer']:.1f} sent/s (median "
-              f"{med['peer']:.2f} s of {[round(t, 2) for t in times['peer']]}), ratio "
-              f"{med['peer'] / med['normlab']:.2f}x; identical outputs {same}/{n}", flush=True)
+        med, times, diff, base = compare(beam, 1, args.max_len_b)
+        table(f"beam {beam}, lenpen {args.lenpen}, max length {args.max_len_b}", med, times, diff, base)
     for length in [int(x) for x in args.lengths.split(",") if x]:
         for beam in [int(b) for b in args.beams.split(",") if b]:
-            med, times, same, out = compare(beam, length, length, f"length {length}")
-            tokens = n * (length + 1)
-            print(f"forced length {length}, beam {beam}: normlab {med['normlab']:.2f} s = "
-                  f"{1e3 * med['normlab'] / tokens:.3f} ms per output token; peer {med['peer']:.2f} s = "
-                  f"{1e3 * med['peer'] / tokens:.3f} ms per output token; identical {same}/{n}", flush=True)
+            med, times, diff, base = compare(beam, length, length)
+            # length + 1 decoder steps (</s> forced last); CTranslate2 stops after `length` steps
+            table(f"forced length {length}, beam {beam} (ms per decoder step and sentence)", med, times, diff,
+                  base, per_token={x: n * (length if x.startswith("ct2-") else length + 1) for x in sides})
     for length in [int(x) for x in args.no_cache_lengths.split(",") if x]:
         for beam in [int(b) for b in args.beams.split(",") if b]:
             secs, _ = one("peer", beam, length, length, no_cache=True)
             print(f"forced length {length}, beam {beam}, peer WITHOUT cache: {secs:.2f} s = "
                   f"{1e3 * secs / (n * (length + 1)):.3f} ms per output token", flush=True)
+    if effective:
+        print("CTranslate2 ran " + ", ".join(f"{s} as compute_type {t}" for s, t in effective.items()))
     print(f"load after: {os.getloadavg()[0]:.2f}")
 
 
