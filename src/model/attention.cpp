@@ -29,6 +29,19 @@ torch::Tensor MultiheadAttentionImpl::split_heads(const torch::Tensor& x) const 
   return x.view({x.size(0), x.size(1), heads_, x.size(2) / heads_}).transpose(1, 2);
 }
 
+std::vector<torch::Tensor> MultiheadAttentionImpl::project(
+    const torch::Tensor& x, std::initializer_list<const torch::nn::Linear*> layers) const {
+  std::vector<torch::Tensor> weights, biases;
+  for (const auto* l : layers) {
+    weights.push_back((*l)->weight);
+    biases.push_back((*l)->bias);
+  }
+  auto y = torch::linear(x, torch::cat(weights), torch::cat(biases));  // (B,L,n*C)
+  std::vector<torch::Tensor> out;
+  for (const auto& part : y.split(x.size(2), -1)) out.push_back(split_heads(part));
+  return out;
+}
+
 torch::Tensor MultiheadAttentionImpl::attend(const torch::Tensor& q, const torch::Tensor& k,
                                              const torch::Tensor& v,
                                              const torch::Tensor& key_padding_mask, bool causal) {
@@ -53,12 +66,13 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& query,
                                               const torch::Tensor& key_padding_mask,
                                               bool causal) {
   const double scale = 1.0 / std::sqrt(static_cast<double>(query.size(2) / heads_));
-  // q, k, v in this order (not as call arguments, whose order C++ leaves open): the autograd
-  // graph's order decides the order of gradient sums, hence their rounding.
+  if (query.is_same(key_value)) {  // self-attention: q, k and v in one product
+    auto qkv = project(query, {&q_proj, &k_proj, &v_proj});
+    return attend(qkv[0] * scale, qkv[1], qkv[2], key_padding_mask, causal);
+  }
   auto q = split_heads(linear(q_proj, query) * scale);
-  auto k = split_heads(linear(k_proj, key_value));
-  auto v = split_heads(linear(v_proj, key_value));
-  return attend(q, k, v, key_padding_mask, causal);
+  auto kv = project(key_value, {&k_proj, &v_proj});
+  return attend(q, kv[0], kv[1], key_padding_mask, causal);
 }
 
 torch::Tensor MultiheadAttentionImpl::forward_step(const torch::Tensor& query,
@@ -66,10 +80,10 @@ torch::Tensor MultiheadAttentionImpl::forward_step(const torch::Tensor& query,
                                                    const torch::Tensor& key_padding_mask,
                                                    bool static_kv, KeyValueCache& cache) {
   if (!static_kv || !cache.k.defined()) {
-    auto k = split_heads(linear(k_proj, key_value)), v = split_heads(linear(v_proj, key_value));  // (B,H,L,D)
+    auto kv = project(key_value, {&k_proj, &v_proj});  // (B,H,L,D) each
     const bool append = !static_kv && cache.k.defined();
-    cache.k = append ? torch::cat({cache.k, k}, 2) : k;
-    cache.v = append ? torch::cat({cache.v, v}, 2) : v;
+    cache.k = append ? torch::cat({cache.k, kv[0]}, 2) : kv[0];
+    cache.v = append ? torch::cat({cache.v, kv[1]}, 2) : kv[1];
   }
   // The query is the newest position: every cached key is at or before it, so no causal mask.
   const double scale = 1.0 / std::sqrt(static_cast<double>(query.size(2) / heads_));

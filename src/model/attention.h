@@ -5,6 +5,9 @@
 #include <torch/nn/module.h>
 #include <torch/nn/modules/linear.h>
 
+#include <initializer_list>
+#include <vector>
+
 namespace normlab::model {
 
 // Keys and values (B,H,L,D) that incremental decoding keeps for one attention: the earlier
@@ -36,6 +39,11 @@ class MultiheadAttentionImpl : public torch::nn::Module {
  private:
   // (B,T,C) -> (B,H,T,D)
   torch::Tensor split_heads(const torch::Tensor& x) const;
+  // x (B,L,C) through the given projections as one matrix product (their weights stacked): one
+  // read of x, one cast of it under mixed precision, and the input's gradient summed inside the
+  // product. Returns each projection's (B,H,L,D).
+  std::vector<torch::Tensor> project(const torch::Tensor& x,
+                                     std::initializer_list<const torch::nn::Linear*> layers) const;
   // q (B,H,T,D) already scaled, k, v (B,H,S,D) -> (B,T,C)
   torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                        const torch::Tensor& key_padding_mask, bool causal);
