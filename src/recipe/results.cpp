@@ -68,6 +68,9 @@ CellResult read_cell(const std::string& cells_dir, const std::string& name) {
     c.exit_code = j.at("exit_code").get<int>();
     c.wall_s = j.at("wall_s").get<double>();
     for (const auto& [k, v] : j.at("grid").items()) c.grid.emplace_back(k, v.get<std::string>());
+    const auto argv = j.value("argv", std::vector<std::string>{});
+    for (size_t i = 0; i + 1 < argv.size(); ++i)
+      if (argv[i] == "--precision") c.precision = argv[i + 1];
   } catch (const nlohmann::json::exception& e) {
     throw std::runtime_error(path + ": not a cell record (" + e.what() + ")");
   }

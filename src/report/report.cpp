@@ -456,12 +456,12 @@ void hessian_figures(const Source& s, const std::string& fig_dir, std::vector<Fi
 }
 
 std::string cell_table(const Source& s) {
-  std::string md = "| cell | command | status | exit | wall s | final valid loss | best valid loss | final valid BLEU | epochs |\n"
-                   "|---|---|---|---|---|---|---|---|---|\n";
+  std::string md = "| cell | command | precision | status | exit | wall s | final valid loss | best valid loss | final valid BLEU | epochs |\n"
+                   "|---|---|---|---|---|---|---|---|---|---|\n";
   for (const auto& c : s.cells) {
     const auto m = recipe::cell_metrics(c);
     auto get = [&](const char* k) { return m.count(k) ? show(m.at(k)) : std::string("-"); };
-    md += "| " + c.name + " | " + (c.command.empty() ? "-" : c.command) + " | " + c.status + " | " +
+    md += "| " + c.name + " | " + (c.command.empty() ? "-" : c.command) + " | " + c.precision + " | " + c.status + " | " +
           (c.exit_code < 0 ? "-" : std::to_string(c.exit_code)) + " | " + show(c.wall_s, 3) + " | " +
           get("final_valid_loss") + " | " + get("best_valid_loss") + " | " + get("final_valid_bleu") + " | " +
           get("epochs") + " |\n";

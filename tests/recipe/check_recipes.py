@@ -220,8 +220,13 @@ def main():
     check(len(rep["claims"]) == n_claims and all(c["verdict"] in ("reproduced", "not reproduced", "inconclusive")
                                                  for c in rep["claims"]), "a verdict per claim")
     check("### Verdicts" in md and "| claim | paper | verdict | measured |" in md, "claims table")
-    commands = {n: json.load(open(os.path.join(out, "cells", n, "cell.json")))["command"] for n in names}
-    check(all(f"| {n} | {commands[n]} | {statuses[n]} |" in md for n in names), "cells table: a row per cell")
+    cells = {n: json.load(open(os.path.join(out, "cells", n, "cell.json"))) for n in names}
+    precision = {n: c["argv"][c["argv"].index("--precision") + 1] if "--precision" in c["argv"] else "fp32"
+                 for n, c in cells.items()}
+    check(all(f"| {n} | {cells[n]['command']} | {precision[n]} | {statuses[n]} |" in md for n in names),
+          "cells table: a row per cell")
+    check(precision["post-ln-warmup"] == "bf16" and precision["probe"] == "fp32",
+          f"the demo trains in bf16 and probes in fp32: {precision}")
     check(sum(l.startswith(("  reproduced", "  not reproduced", "  inconclusive")) for l in r.stderr.splitlines())
           == n_claims, "verdict lines on stderr")
 

@@ -51,7 +51,8 @@ def main():
     status = {"a": ("ok", 0), "b": ("ok", 0), "c": ("diverged", 0), "f": ("failed", 2), "p": ("ok", 0),
               "t": ("ok", 0), "q": ("ok", 0), "h1": ("ok", 0), "h2": ("ok", 0)}
     for name, (st, code) in status.items():
-        write(f"{cells}/{name}/cell.json", json.dumps({"name": name, "command": "train", "argv": [], "grid": {},
+        argv = ["train", "--precision", "bf16"] if name == "b" else ["train"]
+        write(f"{cells}/{name}/cell.json", json.dumps({"name": name, "command": "train", "argv": argv, "grid": {},
                                                        "exit_code": code, "status": st, "wall_s": 1.5}))
 
     # probe: grad_norms.csv and hidden_norms.csv
@@ -176,9 +177,10 @@ def main():
         for st in ("encoder", "decoder"):
             first, last = fc2[(sc, st, 0)], fc2[(sc, st, 2)]
             check(f"| {sc} {st} | 3 | {g4(first)} | {g4(last)} | {g4(last / first)} |" in md, f"grad table {sc} {st}")
-    check("| a | train | ok | 0 | 1.5 | 2.5 | 2.5 | 25 | 3 |" in md, "cell table row a")
-    check("| c | train | diverged | 0 | 1.5 | inf | 4.5 |" in md, "cell table row c")
-    check("| n | - | not run | - |" in md, "cell table row n")
+    check("| a | train | fp32 | ok | 0 | 1.5 | 2.5 | 2.5 | 25 | 3 |" in md, "cell table row a")
+    check("| b | train | bf16 | ok | 0 |" in md, "cell table row b: its --precision")
+    check("| c | train | fp32 | diverged | 0 | 1.5 | inf | 4.5 |" in md, "cell table row c")
+    check("| n | - | fp32 | not run | - |" in md, "cell table row n")
     # The histogram heat map leaves out the zero bin: 8 finite bins x 5 steps, counts summed over params.
     dat = [l.split() for l in open(f"{d}/report/figures/histogram-grad-t.dat") if l.strip()]
     check(len(dat) == 40, f"heat map cells: {len(dat)}")
