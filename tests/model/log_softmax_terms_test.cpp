@@ -50,10 +50,11 @@ TEST(LogSoftmaxTerms, MatchTheUnfusedCompositionInBf16AndFp16) {
   }
 }
 
-TEST(LogSoftmaxTerms, RefuseASecondDerivativeAndFp32) {
+TEST(LogSoftmaxTerms, RefuseASecondDerivativeFp32AndABadTarget) {
   auto logits = torch::randn({3, 40}).to(torch::kBFloat16).requires_grad_(true);
   if (!nk::log_softmax_terms_apply(logits)) GTEST_SKIP() << "no AVX2 on this CPU";
   EXPECT_FALSE(nk::log_softmax_terms_apply(torch::randn({3, 40})));  // fp32 takes the exact path
   auto terms = nk::log_softmax_terms(logits, torch::tensor(std::vector<int64_t>{1, 2, 3}));
   EXPECT_THROW(torch::autograd::grad({terms.nll.sum()}, {logits}, {}, true, /*create_graph=*/true), c10::Error);
+  EXPECT_THROW(nk::log_softmax_terms(logits, torch::tensor(std::vector<int64_t>{1, 40, 3})), c10::Error);
 }
