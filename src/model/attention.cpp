@@ -80,10 +80,13 @@ torch::Tensor MultiheadAttentionImpl::forward_step(const torch::Tensor& query,
                                                    const torch::Tensor& key_padding_mask,
                                                    bool static_kv, KeyValueCache& cache) {
   if (!static_kv || !cache.k.defined()) {
-    auto kv = project(key_value, {&k_proj, &v_proj});  // (B,H,L,D) each
+    // Two products, not project(): a step's input is one position, and stacking the weights
+    // every step would copy them, and under bf16 cast the copy again (autocast caches the
+    // casts of the weights themselves for the whole search).
+    auto k = split_heads(linear(k_proj, key_value)), v = split_heads(linear(v_proj, key_value));  // (B,H,L,D)
     const bool append = !static_kv && cache.k.defined();
-    cache.k = append ? torch::cat({cache.k, kv[0]}, 2) : kv[0];
-    cache.v = append ? torch::cat({cache.v, kv[1]}, 2) : kv[1];
+    cache.k = append ? torch::cat({cache.k, k}, 2) : k;
+    cache.v = append ? torch::cat({cache.v, v}, 2) : v;
   }
   // The query is the newest position: every cached key is at or before it, so no causal mask.
   const double scale = 1.0 / std::sqrt(static_cast<double>(query.size(2) / heads_));

@@ -78,8 +78,11 @@ LogSoftmaxTerms log_softmax_terms(const torch::Tensor& logits, const torch::Tens
   TORCH_CHECK(log_softmax_terms_apply(logits), "log_softmax_terms: bf16/fp16 CPU logits with AVX2 only");
   TORCH_CHECK(logits.dim() == 2 && target.dim() == 1 && target.size(0) == logits.size(0),
               "log_softmax_terms: logits (N,V) and target (N), got ", logits.sizes(), " and ", target.sizes());
-  TORCH_CHECK(target.numel() == 0 || (target.min().item<int64_t>() >= 0 && target.max().item<int64_t>() < logits.size(1)),
-              "log_softmax_terms: a target id outside [0, ", logits.size(1), ")");
+  if (target.numel() > 0) {
+    const auto [lo, hi] = torch::aminmax(target);  // one pass
+    TORCH_CHECK(lo.item<int64_t>() >= 0 && hi.item<int64_t>() < logits.size(1),
+                "log_softmax_terms: a target id outside [0, ", logits.size(1), ")");
+  }
   auto out = LogSoftmaxTermsFunction::apply(logits, target);
   return {out[0], out[1]};
 }
