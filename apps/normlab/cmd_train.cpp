@@ -10,6 +10,7 @@
 #include "core/runtime.h"
 #include "decode/beam_search.h"
 #include "decode_options.h"
+#include "dist_options.h"
 #include "metrics/evaluation.h"
 #include "metrics/text.h"
 #include "model_options.h"
@@ -36,10 +37,10 @@ class ValidationBleu final : public train::BleuValidator {
     refs_.clear();
     for (const auto& line : references) refs_.push_back(metrics::decode_utf8(line));
   }
-  double score(model::Seq2Seq& net, const std::vector<data::Sentence>& sources) override {
-    const auto hyps = decode::translate(net, sources, beam_, max_tokens_);
-    return metrics::score_texts(decode::best_texts(hyps, *vocab_), refs_).bleu.score;
+  std::vector<std::string> translate(model::Seq2Seq& net, const std::vector<data::Sentence>& sources) override {
+    return decode::best_texts(decode::translate(net, sources, beam_, max_tokens_), *vocab_);
   }
+  double score(const std::vector<std::string>& hyps) override { return metrics::score_texts(hyps, refs_).bleu.score; }
 
  private:
   decode::BeamSearchConfig beam_;
@@ -59,6 +60,7 @@ Runner add_train_command(CLI::App& app, const GlobalOptions& global) {
     std::string optimizer = "adamw", betas = "0.9,0.98", radam_fallback = "skip";
     std::string schedule = "inverse-sqrt", ls_formula = "uniform", best_metric = "loss";
     std::string precision = "fp32";
+    DistCliOptions dist;
   };
   auto o = std::make_shared<Options>();
   auto& c = o->config;
@@ -141,6 +143,7 @@ Runner add_train_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--best-metric", o->best_metric, "checkpoint_best.pt by lowest valid loss or highest BLEU: loss|bleu")
       ->capture_default_str()->group(ev);
   add_beam_options(*cmd, o->beam, /*translate=*/false, ev);
+  add_dist_options(*cmd, o->dist);
 
   return [o, &global] {
     auto& c = o->config;
@@ -160,7 +163,8 @@ Runner add_train_command(CLI::App& app, const GlobalOptions& global) {
                              int64_t done_steps) {
       return std::make_unique<analysis::Tracer>(trace, std::move(net), dir, done_steps);
     };
-    const auto result = train::train(c, hooks, core::resolve_device(global.device));
+    auto job = join_job(o->dist, core::resolve_device(global.device));
+    const auto result = train::train(c, hooks, job.device, job.group);
     if (result.diverged && c.fail_on_divergence)
       throw ExitCode{3, "training diverged at update " + std::to_string(result.updates + 1) +
                             " (--fail-on-divergence)"};

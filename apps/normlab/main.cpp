@@ -1,4 +1,5 @@
 // normlab: one binary, one subcommand per job. Errors become one line on stderr and exit 2.
+#include <algorithm>
 #include <exception>
 #include <iostream>
 #include <map>
@@ -7,9 +8,24 @@
 #include <c10/util/Exception.h>
 
 #include "commands.h"
+#include "core/launch_env.h"
 #include "core/runtime.h"
 
 namespace {
+
+// --threads, else the CPUs shared among the processes a launcher started on this machine
+// (torchrun's LOCAL_WORLD_SIZE); 0 leaves the choice to configure_threads.
+int default_threads(int requested) {
+  if (requested > 0) return requested;
+  try {
+    const auto env = normlab::core::read_launch_env();
+    if (env && env->local_world_size > 1)
+      return std::max(1, normlab::core::available_cpus() / env->local_world_size);
+  } catch (const std::invalid_argument&) {
+    // a malformed launch is reported by the command that joins the job
+  }
+  return 0;
+}
 
 int fail(const std::string& message) {
   std::cerr << "normlab: error: " << message << "\n";
@@ -58,7 +74,7 @@ int main(int argc, char** argv) {
   }
   try {
     core::configure_memory();
-    core::configure_threads(global.threads);
+    core::configure_threads(default_threads(global.threads));
     runners.at(app.get_subcommands().front())();
   } catch (const app::ExitCode& e) {
     std::cerr << "normlab: " << e.message << "\n";

@@ -35,4 +35,12 @@ std::vector<std::vector<int64_t>> make_batches(const std::vector<int64_t>& sizes
                                                const BatchingConfig& config, uint64_t seed,
                                                int64_t epoch);
 
+// Which of an epoch's batches one rank of a data-parallel job takes (fairseq, REFERENCE §8):
+// every count-th, starting at index.
+struct Shard {
+  int index = 0;  // this rank
+  int count = 1;  // world size
+  bool owns(int64_t batch) const { return batch % count == index; }
+};
+
 }  // namespace normlab::data

@@ -27,9 +27,11 @@ class BleuValidator {
   // targets, one per line as read (UTF-8); their errors come before any training. `vocab`
   // lives until train() returns.
   virtual void prepare(const data::Vocab& vocab, const std::vector<std::string>& references) = 0;
-  // Corpus BLEU (0..100) of `net` translating `sources`, one per reference line (an empty
-  // sentence, not decoded, for a pair that the length filter dropped).
-  virtual double score(model::Seq2Seq& net, const std::vector<data::Sentence>& sources) = 0;
+  // `net`'s translations of `sources`, one per reference line (an empty sentence is not
+  // decoded: a pair the length filter dropped, or another rank's share).
+  virtual std::vector<std::string> translate(model::Seq2Seq& net, const std::vector<data::Sentence>& sources) = 0;
+  // Corpus BLEU (0..100) of `hyps` against the references.
+  virtual double score(const std::vector<std::string>& hyps) = 0;
 };
 
 }  // namespace normlab::train

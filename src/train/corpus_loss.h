@@ -20,10 +20,10 @@ struct CorpusLoss {
 
 // Pairs `indices` of (src, tgt), batched by `batching` (seed 0 order; the sum does not depend
 // on it beyond float rounding), in evaluation mode without autograd; the model's mode is
-// restored afterwards.
+// restored afterwards. Only the batches `shard` owns (one rank's share; the caller sums them).
 CorpusLoss corpus_loss(model::Seq2Seq& model, const std::vector<data::Sentence>& src,
                        const std::vector<data::Sentence>& tgt, const std::vector<int64_t>& indices,
                        const data::BatchingConfig& batching, uint64_t seed, double eps,
-                       LabelSmoothingFormula formula, const c10::Device& device);
+                       LabelSmoothingFormula formula, const c10::Device& device, const data::Shard& shard = {});
 
 }  // namespace normlab::train

@@ -11,7 +11,9 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
+#include "core/dir_lock.h"
 #include "core/file_io.h"
+#include "core/hash.h"
 #include "core/problems.h"
 #include "core/tokens.h"
 #include "data/cache.h"
@@ -19,6 +21,7 @@
 #include "model/checkpoint.h"
 #include "model/init.h"
 #include "train/corpus_loss.h"
+#include "train/grad_reducer.h"
 
 namespace normlab::train {
 namespace fs = std::filesystem;
@@ -26,36 +29,43 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-constexpr const char* kRngKey = "rng/cpu";
+constexpr const char* kRngKey = "rng/cpu";  // rank 0's dropout stream; rank r's under kRngKey/rank<r>
 constexpr const char* kOptimizerPrefix = "optimizer/";
 
 // Progress lines to stderr and RUN_DIR/train.log; records to RUN_DIR/metrics.jsonl. The
 // metrics file is opened per record: a resume replaces it (truncate_metrics renames a new file
 // over it), and a stream kept open would go on writing into the replaced, unlinked file.
+// Only rank 0 of a data-parallel job writes (`writes`); the others' RunLog does nothing.
 class RunLog {
  public:
-  explicit RunLog(const fs::path& dir) : log_(dir / "train.log", std::ios::app), metrics_(dir / "metrics.jsonl") {
+  RunLog(const fs::path& dir, bool writes) : writes_(writes), metrics_(dir / "metrics.jsonl") {
+    if (!writes_) return;
+    log_.open(dir / "train.log", std::ios::app);
     std::ofstream(metrics_, std::ios::app);  // the run folder always has it, even before a record
   }
   void line(const std::string& text) {
+    if (!writes_) return;
     std::cerr << text << "\n";
     log_ << text << "\n";
     log_.flush();
   }
   void record(const nlohmann::json& j) {
+    if (!writes_) return;
     std::ofstream out(metrics_, std::ios::app);
     out << j.dump() << "\n";
     if (!out.flush()) throw std::runtime_error("cannot append to " + metrics_.string());
   }
 
  private:
+  bool writes_;
   std::ofstream log_;
   fs::path metrics_;
 };
 
 // Drops the records that the resumed run will write again: those of updates after `update`,
-// and validations of epoch `epoch` or later (a run killed after its last checkpoint logged
-// them). Atomic.
+// and end-of-epoch validations of epoch `epoch` or later (a run killed after its last
+// checkpoint logged them; a mid-epoch one, at a --max-steps stop, is kept when its update is).
+// Atomic.
 void truncate_metrics(const fs::path& file, int64_t update, int64_t epoch) {
   if (!fs::exists(file)) return;
   std::ifstream in(file);
@@ -65,7 +75,7 @@ void truncate_metrics(const fs::path& file, int64_t update, int64_t epoch) {
     auto j = nlohmann::json::parse(line, nullptr, false);
     if (j.is_discarded()) continue;  // a line cut by the kill
     if (j.value("step", int64_t{0}) > update) continue;
-    if (j.contains("valid_loss") && j.value("epoch", int64_t{0}) >= epoch) continue;
+    if (j.contains("valid_loss") && !j.value("mid_epoch", false) && j.value("epoch", int64_t{0}) >= epoch) continue;
     kept += line + "\n";
   }
   core::write_file_atomic(file.string(), kept);
@@ -85,6 +95,7 @@ struct Corpus {
   std::vector<data::Sentence> src, tgt;
   std::vector<int64_t> sizes;  // data::example_sizes
   std::vector<int64_t> kept;   // indices that passed the filter
+  std::vector<std::string> files;  // the text files it was read from
 };
 
 // `training`: the length-ratio filter applies to the training data only (fairseq).
@@ -93,6 +104,7 @@ Corpus load_corpus(const std::string& prefix, const TrainConfig& c, const data::
   auto loaded = data::load_encoded_corpus(prefix, c.src_lang, c.tgt_lang, vocab, cache_dir);
   log.line(loaded.message);
   Corpus corpus;
+  corpus.files = {loaded.src_path, loaded.tgt_path};
   corpus.src = std::move(loaded.corpus.src);
   corpus.tgt = std::move(loaded.corpus.tgt);
   data::FilterOptions filter;
@@ -118,19 +130,66 @@ struct Sums {
   int64_t tokens = 0;
 };
 
-Sums validate(model::Seq2Seq& net, const Corpus& corpus, const TrainConfig& c,
-              const torch::Device& device) {
-  const auto l = corpus_loss(net, corpus.src, corpus.tgt, corpus.kept, c.batching, c.seed,
-                             c.label_smoothing, c.ls_formula, device);
-  return {l.loss, l.nll, l.tokens};
+// The sums of every rank.
+Sums all_reduced(const Sums& s, core::ProcessGroup& group) {
+  if (group.size() == 1) return s;
+  auto t = torch::tensor({s.loss, s.nll, static_cast<double>(s.tokens)}, torch::kDouble);
+  group.all_reduce_sum(t);
+  return {t[0].item<double>(), t[1].item<double>(), static_cast<int64_t>(t[2].item<double>())};
+}
+
+// Every rank takes every WORLD_SIZE-th batch of the corpus; the sums are all ranks'.
+Sums validate(model::Seq2Seq& net, const Corpus& corpus, const TrainConfig& c, const torch::Device& device,
+              core::ProcessGroup& group) {
+  const auto l = corpus_loss(net, corpus.src, corpus.tgt, corpus.kept, c.batching, c.seed, c.label_smoothing,
+                             c.ls_formula, device, data::Shard{group.rank(), group.size()});
+  return all_reduced({l.loss, l.nll, l.tokens}, group);
 }
 
 // Corpus BLEU of the validation set (--eval-bleu): pairs the filter dropped are not decoded
-// (an empty hypothesis), so every reference line counts.
-double valid_bleu(model::Seq2Seq& net, const Corpus& corpus, BleuValidator& bleu) {
+// (an empty hypothesis), so every reference line counts. Each rank decodes every
+// WORLD_SIZE-th sentence; all ranks score the gathered translations.
+double valid_bleu(model::Seq2Seq& net, const Corpus& corpus, BleuValidator& bleu, core::ProcessGroup& group) {
+  const auto size = static_cast<size_t>(group.size()), rank = static_cast<size_t>(group.rank());
   std::vector<data::Sentence> sources(corpus.src.size());
-  for (auto i : corpus.kept) sources[static_cast<size_t>(i)] = corpus.src[static_cast<size_t>(i)];
-  return bleu.score(net, sources);
+  for (auto i : corpus.kept)
+    if (static_cast<size_t>(i) % size == rank) sources[static_cast<size_t>(i)] = corpus.src[static_cast<size_t>(i)];
+  auto hyps = bleu.translate(net, sources);
+  if (size > 1) {
+    const auto all = group.all_gather(nlohmann::json(hyps).dump());
+    for (size_t r = 0; r < size; ++r) {
+      const auto theirs = nlohmann::json::parse(all[r]).get<std::vector<std::string>>();
+      for (size_t i = r; i < hyps.size(); i += size) hyps[i] = theirs.at(i);
+    }
+  }
+  return bleu.score(hyps);
+}
+
+// Every rank must run the same experiment on the same data from the same checkpoint: else one
+// error on every rank, naming the first difference from rank 0.
+void check_same_job(const nlohmann::json& job, core::ProcessGroup& group) {
+  if (group.size() == 1) return;
+  const auto all = group.all_gather(job.dump());
+  const auto ref = nlohmann::json::parse(all[0]);
+  for (size_t r = 1; r < all.size(); ++r) {
+    const auto other = nlohmann::json::parse(all[r]);
+    if (other == ref) continue;
+    const std::string path = nlohmann::json::diff(ref, other).front().at("path");
+    const nlohmann::json::json_pointer at(path);
+    auto value = [&](const nlohmann::json& j) { return j.contains(at) ? j.at(at).dump() : std::string("absent"); };
+    throw std::invalid_argument("rank " + std::to_string(r) + " runs another job than rank 0: " + path + " is " +
+                                value(ref) + " on rank 0 but " + value(other) + " on rank " + std::to_string(r) +
+                                " (every rank needs the same options and data files, and must see RUN_DIR: a "
+                                "file system they share)");
+  }
+}
+
+std::string rng_key(int rank) { return rank == 0 ? kRngKey : std::string(kRngKey) + "/rank" + std::to_string(rank); }
+
+// Dropout stream of rank r > 0 (rank 0 keeps --seed's, so one rank trains as one process does).
+uint64_t rank_seed(uint64_t seed, int rank) {
+  const uint64_t r = static_cast<uint64_t>(rank);
+  return core::hash_bytes(&r, sizeof r, seed);
 }
 
 // Newest intact checkpoint of RUN_DIR (last, then the others by modification time).
@@ -257,10 +316,14 @@ std::vector<std::string> incompatible_changes(const nlohmann::json& saved, const
   return out;
 }
 
-TrainResult train(const TrainConfig& c, const TrainHooks& hooks, const torch::Device& device) {
+TrainResult train(const TrainConfig& c, const TrainHooks& hooks, const torch::Device& device,
+                  core::ProcessGroup& group) {
   auto problems = c.problems();
   if (c.trace.steps > 0 && !hooks.make_observer)
     problems.push_back("--trace-steps: train() was given no step observer to make (TrainHooks)");
+  if (c.trace.steps > 0 && group.size() > 1)
+    problems.push_back("--trace-steps traces one process's steps: run it without a launcher (here WORLD_SIZE=" +
+                       std::to_string(group.size()) + ")");
   if (c.eval_bleu && !hooks.bleu) problems.push_back("--eval-bleu: train() was given no BleuValidator (TrainHooks)");
   if (c.eval_bleu && hooks.bleu)
     for (auto& p : hooks.bleu->problems()) problems.push_back(p);
@@ -268,51 +331,26 @@ TrainResult train(const TrainConfig& c, const TrainHooks& hooks, const torch::De
   if (c.precision == model::Precision::kFp16)  // fairseq's dynamic loss scaling is not built yet
     problems.push_back("train --precision fp16 needs dynamic loss scaling, which normlab does not have yet: use bf16");
   core::throw_if_problems(problems);
+  // Rank 0 of a data-parallel job writes RUN_DIR, alone (its lock); every rank reads it.
+  const bool writer = group.is_main();
   const fs::path run(c.out), ckpt_dir = run / "checkpoints";
-  fs::create_directories(ckpt_dir);
-  RunLog log(run);
+  std::optional<core::DirLock> lock;
+  if (writer) {
+    lock.emplace(c.out, "normlab train");
+    fs::create_directories(ckpt_dir);
+  }
+  RunLog log(run, writer);
   nlohmann::json config_json = c;
   if (hooks.bleu) hooks.bleu->add_settings(config_json["eval"]);
 
   // Resume from the newest intact checkpoint, if any; it must be the same experiment.
   auto resumed = newest_intact_checkpoint(ckpt_dir, log);
+  Position pos;
   if (resumed) {
     auto changes = incompatible_changes(resumed->meta.at("config"), config_json);
     if (!changes.empty())
       throw std::invalid_argument(c.out + " holds a different experiment (" +
                                   core::join_problems(changes) + "); use another --out or the same options");
-  }
-
-  // Vocabulary: from the checkpoint, from RUN_DIR/vocab, or trained on the training text.
-  const fs::path vocab_dir = run / "vocab";
-  std::string vocab_bytes;
-  if (resumed) {
-    vocab_bytes = model::tensor_bytes(resumed->extra_tensors.at(model::kVocabTensor));
-  } else if (fs::exists(vocab_dir / data::kVocabModelFile)) {
-    auto bytes = core::read_file((vocab_dir / data::kVocabModelFile).string());
-    vocab_bytes.assign(bytes.begin(), bytes.end());
-  } else {
-    auto t0 = Clock::now();
-    vocab_bytes = data::train_vocab_on_corpus(c.train_prefix, c.src_lang, c.tgt_lang, c.vocab);
-    data::save_vocab(vocab_bytes, vocab_dir.string());
-    log.line("normlab train: trained a " + std::to_string(c.vocab.vocab_size) + "-piece BPE vocabulary in " +
-             std::to_string(std::chrono::duration<double>(Clock::now() - t0).count()) + " s");
-  }
-  const auto vocab = data::Vocab::from_bytes(vocab_bytes, (vocab_dir / data::kVocabModelFile).string());
-  const std::string cache_dir = c.cache_dir.empty() ? (run / "cache").string() : c.cache_dir;
-  const auto train_corpus = load_corpus(c.train_prefix, c, vocab, cache_dir, true, log);
-  const auto valid_corpus = load_corpus(c.valid_prefix, c, vocab, cache_dir, false, log);
-  if (c.eval_bleu) hooks.bleu->prepare(vocab, data::read_parallel(c.valid_prefix, c.src_lang, c.tgt_lang).tgt);
-
-  auto model_config = c.model;
-  model_config.src_vocab_size = model_config.tgt_vocab_size = vocab.size();
-  config_json["model"] = model_config;
-  core::write_file_atomic((run / "config.json").string(), config_json.dump(2) + "\n");
-
-  Position pos;
-  model::Seq2Seq net{nullptr};
-  if (resumed) {
-    net = resumed->model;
     const auto& p = resumed->meta.at("position");
     pos.update = p.at("update");
     pos.epoch = p.at("epoch");
@@ -321,9 +359,75 @@ TrainResult train(const TrainConfig& c, const TrainHooks& hooks, const torch::De
     // JSON has no infinity: null means no validation yet.
     if (!p.at("best_valid_loss").is_null()) pos.best_valid_loss = p.at("best_valid_loss");
     pos.best_valid_bleu = p.value("best_valid_bleu", -1.0);
+  }
+  TrainResult result;
+  result.best_valid_loss = pos.best_valid_loss;
+  // A run that reached its limits changes nothing when started again with them (a larger
+  // limit continues it).
+  if ((c.max_steps > 0 && pos.update >= c.max_steps) || (c.max_epochs > 0 && pos.epoch > c.max_epochs)) {
+    log.line("normlab train: " + c.out + " is complete (update " + std::to_string(pos.update) + ", epoch " +
+             std::to_string(pos.epoch - (pos.next_batch == 0 ? 1 : 0)) +
+             "): nothing to do; raise --max-steps or --max-epochs to continue it");
+    result.updates = pos.update;
+    result.epochs = pos.epoch - 1;
+    return result;
+  }
+
+  // Vocabulary: from the checkpoint, from RUN_DIR/vocab, or trained on the training text (by rank 0).
+  const fs::path vocab_dir = run / "vocab";
+  std::string vocab_bytes;
+  if (resumed) {
+    vocab_bytes = model::tensor_bytes(resumed->extra_tensors.at(model::kVocabTensor));
+  } else {
+    if (writer && !fs::exists(vocab_dir / data::kVocabModelFile)) {
+      auto t0 = Clock::now();
+      data::save_vocab(data::train_vocab_on_corpus(c.train_prefix, c.src_lang, c.tgt_lang, c.vocab),
+                       vocab_dir.string());
+      log.line("normlab train: trained a " + std::to_string(c.vocab.vocab_size) + "-piece BPE vocabulary in " +
+               std::to_string(std::chrono::duration<double>(Clock::now() - t0).count()) + " s");
+    }
+    group.barrier();
+    auto bytes = core::read_file((vocab_dir / data::kVocabModelFile).string());
+    vocab_bytes.assign(bytes.begin(), bytes.end());
+  }
+  const auto vocab = data::Vocab::from_bytes(vocab_bytes, (vocab_dir / data::kVocabModelFile).string());
+  const std::string cache_dir = c.cache_dir.empty() ? (run / "cache").string() : c.cache_dir;
+  // Rank 0 encodes and caches a corpus first; the other ranks then read its cache.
+  auto load_in_turn = [&](const std::string& prefix, bool training) {
+    if (!writer) group.barrier();
+    auto corpus = load_corpus(prefix, c, vocab, cache_dir, training, log);
+    if (writer) group.barrier();
+    return corpus;
+  };
+  const auto train_corpus = load_in_turn(c.train_prefix, true);
+  const auto valid_corpus = load_in_turn(c.valid_prefix, false);
+  if (c.eval_bleu) hooks.bleu->prepare(vocab, data::read_parallel(c.valid_prefix, c.src_lang, c.tgt_lang).tgt);
+
+  auto model_config = c.model;
+  model_config.src_vocab_size = model_config.tgt_vocab_size = vocab.size();
+  config_json["model"] = model_config;
+  if (group.size() > 1) {
+    auto fingerprint = [&](const Corpus& corpus) {
+      return core::hash_hex(data::corpus_cache_key(corpus.files, vocab_bytes));
+    };
+    check_same_job({{"config", config_json},
+                    {"data", {{"train", fingerprint(train_corpus)}, {"valid", fingerprint(valid_corpus)}}},
+                    {"resume", {{"update", resumed ? pos.update : -1}}}},
+                   group);
+  }
+  if (writer) core::write_file_atomic((run / "config.json").string(), config_json.dump(2) + "\n");
+
+  model::Seq2Seq net{nullptr};
+  const auto saved_ranks = resumed ? resumed->meta.at("position").value("world_size", 1) : group.size();
+  if (resumed) {
+    net = resumed->model;
     truncate_metrics(run / "metrics.jsonl", pos.update, pos.epoch);
     log.line("normlab train: resuming at update " + std::to_string(pos.update) + ", epoch " +
              std::to_string(pos.epoch) + ", batch " + std::to_string(pos.next_batch));
+    if (saved_ranks != group.size())
+      log.line("normlab train: the checkpoint was written by " + std::to_string(saved_ranks) +
+               " ranks, this run has " + std::to_string(group.size()) +
+               ": the batches per update change, and ranks without a saved dropout stream start a fresh one");
   } else {
     net = model::Seq2Seq(model_config);
     torch::manual_seed(c.seed);
@@ -337,23 +441,34 @@ TrainResult train(const TrainConfig& c, const TrainHooks& hooks, const torch::De
   net->set_precision(c.precision);
   std::vector<std::pair<std::string, torch::Tensor>> named;
   for (const auto& p : net->named_parameters()) named.emplace_back(p.key(), p.value());
+  if (!resumed) broadcast_parameters(net->parameters(), group);  // DDP: every rank starts from rank 0's
+  GradientReducer reducer(net->parameters(), group);
   Optimizer optimizer(named, c.optimizer);
+  auto generator = at::detail::getDefaultCPUGenerator();
   if (resumed) {
     model::TensorMap state;
     for (const auto& [k, v] : resumed->extra_tensors)
       if (k.rfind(kOptimizerPrefix, 0) == 0) state[k.substr(std::strlen(kOptimizerPrefix))] = v.to(device);
     optimizer.load_state(state);
-    auto generator = at::detail::getDefaultCPUGenerator();
-    generator.set_state(resumed->extra_tensors.at(kRngKey));
+    const auto rng = resumed->extra_tensors.find(rng_key(group.rank()));
+    if (rng != resumed->extra_tensors.end())
+      generator.set_state(rng->second);
+    else
+      torch::manual_seed(rank_seed(c.seed, group.rank()));
+  } else if (group.rank() > 0) {
+    torch::manual_seed(rank_seed(c.seed, group.rank()));  // each rank its own dropout stream
   }
 
   const auto start = Clock::now();
   const double wall_before = pos.wall_s;
   auto wall = [&] { return wall_before + std::chrono::duration<double>(Clock::now() - start).count(); };
   auto save = [&](const std::vector<std::string>& names) {
+    // Every rank's dropout stream, so that each resumes its own.
+    const auto streams = group.all_gather(model::tensor_bytes(generator.get_state()));
+    if (!writer) return;
     model::TensorMap extra;
     for (const auto& [k, v] : optimizer.state()) extra[kOptimizerPrefix + k] = v;
-    extra[kRngKey] = at::detail::getDefaultCPUGenerator().get_state();
+    for (size_t r = 0; r < streams.size(); ++r) extra[rng_key(static_cast<int>(r))] = model::bytes_tensor(streams[r]);
     extra[model::kVocabTensor] = model::bytes_tensor(vocab_bytes);
     nlohmann::json meta = {{"config", config_json},
                            {"position",
@@ -362,11 +477,12 @@ TrainResult train(const TrainConfig& c, const TrainHooks& hooks, const torch::De
                              {"next_batch", pos.next_batch},
                              {"best_valid_loss", pos.best_valid_loss},
                              {"best_valid_bleu", pos.best_valid_bleu},
-                             {"wall_s", wall()}}}};
+                             {"wall_s", wall()},
+                             {"world_size", group.size()}}}};
     for (const auto& name : names) model::save_model((ckpt_dir / name).string(), net, meta, extra);
   };
   auto prune = [&] {
-    if (c.keep_last <= 0) return;
+    if (c.keep_last <= 0 || !writer) return;
     std::vector<fs::path> numbered;
     for (const auto& e : fs::directory_iterator(ckpt_dir)) {
       const auto n = e.path().filename().string();
@@ -382,13 +498,14 @@ TrainResult train(const TrainConfig& c, const TrainHooks& hooks, const torch::De
   std::unique_ptr<StepObserver> observer;
   if (c.trace.steps > pos.update) observer = hooks.make_observer(c.trace, net, (run / "trace").string(), pos.update);
 
-  TrainResult result;
   int64_t tokens_since_log = 0;
   const int64_t first_update = pos.update;
+  // Batches per update: --update-freq on each of the ranks.
+  const int64_t update_batches = c.update_freq * group.size();
   // Updates this run will make, for the ETA: --max-steps, else --max-epochs of batches.
   const int64_t batches_per_epoch = static_cast<int64_t>(
       data::make_batches(train_corpus.sizes, train_corpus.kept, c.batching, c.seed, 1).size());
-  const int64_t updates_per_epoch = (batches_per_epoch + c.update_freq - 1) / c.update_freq;
+  const int64_t updates_per_epoch = (batches_per_epoch + update_batches - 1) / update_batches;
   const int64_t planned = c.max_steps > 0 ? c.max_steps : c.max_epochs * updates_per_epoch;
   auto eta = [&] {
     const double per_update = std::chrono::duration<double>(Clock::now() - start).count() /
@@ -400,87 +517,37 @@ TrainResult train(const TrainConfig& c, const TrainHooks& hooks, const torch::De
   };
   auto log_clock = Clock::now();
   Sums window;  // since the last metrics record
-  bool done = false;
-  while (!done && (c.max_epochs == 0 || pos.epoch <= c.max_epochs)) {
-    const auto batches = data::make_batches(train_corpus.sizes, train_corpus.kept, c.batching, c.seed, pos.epoch);
-    const auto n_batches = static_cast<int64_t>(batches.size());
-    while (pos.next_batch < n_batches) {
-      // One update: update_freq batches (fewer at the end of an epoch), gradient of the
-      // summed loss divided by the update's target tokens (fairseq).
-      net->zero_grad();
-      Sums update;
-      const bool tracing = observer && observer->active(pos.update + 1);
-      if (tracing) observer->begin(pos.update + 1);
-      for (int64_t k = 0; k < c.update_freq && pos.next_batch < n_batches; ++k, ++pos.next_batch) {
-        auto b = gather(train_corpus, batches[pos.next_batch]);
-        if (tracing) observer->batch(b.src, b.prev_output_tokens);
-        auto logits = net->forward(b.src.to(device), b.prev_output_tokens.to(device));
-        auto s = label_smoothed_nll(logits, b.target.to(device), c.label_smoothing, c.ls_formula, kPad);
-        s.loss.backward();
-        update.loss += s.loss.item<double>();
-        update.nll += s.nll.item<double>();
-        update.tokens += s.tokens;
-      }
-      if (!std::isfinite(update.loss)) {
-        log.record({{"event", "diverged"}, {"step", pos.update + 1}, {"epoch", pos.epoch}, {"loss", nullptr}});
-        log.line("normlab train: the loss became " + std::string(std::isnan(update.loss) ? "NaN" : "infinite") +
-                 " at update " + std::to_string(pos.update + 1) + "; stopping");
-        result.diverged = true;
-        done = true;
-        break;
-      }
-      for (auto& p : net->parameters())
-        if (p.grad().defined()) p.grad().div_(static_cast<double>(update.tokens));
-      const double grad_norm = clip_grad_norm(net->parameters(), c.clip_norm);
-      ++pos.update;
-      const double lr = learning_rate(c.schedule, pos.update, pos.epoch);
-      if (tracing) observer->gradients();
-      optimizer.step(lr, tracing);
-      if (tracing) observer->updates(optimizer.last_updates());
-      window.loss += update.loss;
-      window.nll += update.nll;
-      window.tokens += update.tokens;
-      tokens_since_log += update.tokens;
-
-      if (pos.update % c.log_interval == 0) {
-        const double secs = std::chrono::duration<double>(Clock::now() - log_clock).count();
-        log.record({{"step", pos.update},
-                    {"epoch", pos.epoch},
-                    {"lr", lr},
-                    {"loss", window.loss / window.tokens},
-                    {"nll", window.nll / window.tokens},
-                    {"grad_norm", grad_norm},
-                    {"tokens", window.tokens},
-                    {"tokens_per_s", tokens_since_log / secs},
-                    {"wall_s", wall()}});
-        std::ostringstream line;
-        line << std::fixed << std::setprecision(3) << "epoch " << pos.epoch << " | update " << pos.update
-             << " | batch " << pos.next_batch << "/" << n_batches << " | loss " << window.loss / window.tokens
-             << " | nll " << window.nll / window.tokens << " | lr " << std::scientific << std::setprecision(3) << lr
-             << std::fixed << " | gnorm " << grad_norm << " | " << std::setprecision(0)
-             << tokens_since_log / secs << " tok/s | ETA " << eta();
-        log.line(line.str());
-        window = Sums{};
-        tokens_since_log = 0;
-        log_clock = Clock::now();
-      }
-      if (c.save_interval_updates > 0 && pos.update % c.save_interval_updates == 0) {
-        save({"checkpoint_" + std::to_string(pos.epoch) + "_" + std::to_string(pos.update) + ".pt",
-              "checkpoint_last.pt"});
-        prune();
-      }
-      if (c.max_steps > 0 && pos.update >= c.max_steps) {
-        done = true;
-        break;
-      }
-    }
-    if (result.diverged) break;
-    if (pos.next_batch < n_batches) break;  // stopped inside the epoch by --max-steps
-
-    // End of epoch: validation, checkpoints.
-    const auto v = validate(net, valid_corpus, c, device);
+  double lr = 0, grad_norm = 0;  // of the last update
+  // The training record of the updates since the last one (every --log-interval, and at the end).
+  auto record_window = [&](int64_t n_batches) {
+    if (window.tokens == 0) return;
+    const double secs = std::chrono::duration<double>(Clock::now() - log_clock).count();
+    log.record({{"step", pos.update},
+                {"epoch", pos.epoch},
+                {"lr", lr},
+                {"loss", window.loss / window.tokens},
+                {"nll", window.nll / window.tokens},
+                {"grad_norm", grad_norm},
+                {"tokens", window.tokens},
+                {"tokens_per_s", tokens_since_log / secs},
+                {"wall_s", wall()}});
+    std::ostringstream line;
+    line << std::fixed << std::setprecision(3) << "epoch " << pos.epoch << " | update " << pos.update
+         << " | batch " << pos.next_batch << "/" << n_batches << " | loss " << window.loss / window.tokens
+         << " | nll " << window.nll / window.tokens << " | lr " << std::scientific << std::setprecision(3) << lr
+         << std::fixed << " | gnorm " << grad_norm << " | " << std::setprecision(0) << tokens_since_log / secs
+         << " tok/s | ETA " << eta();
+    log.line(line.str());
+    window = Sums{};
+    tokens_since_log = 0;
+    log_clock = Clock::now();
+  };
+  // Validation and checkpoints: at the end of an epoch, or where --max-steps stops inside one
+  // (fairseq at --max-update; its record says mid_epoch).
+  auto validate_and_save = [&](bool end_of_epoch) {
+    const auto v = validate(net, valid_corpus, c, device, group);
     const double valid_loss = v.loss / v.tokens, valid_nll = v.nll / v.tokens;
-    const double bleu = c.eval_bleu ? valid_bleu(net, valid_corpus, *hooks.bleu) : -1.0;
+    const double bleu = c.eval_bleu ? valid_bleu(net, valid_corpus, *hooks.bleu, group) : -1.0;
     const bool best = c.best_metric == BestMetric::kBleu ? bleu > pos.best_valid_bleu
                                                          : valid_loss < pos.best_valid_loss;
     pos.best_valid_loss = std::min(pos.best_valid_loss, valid_loss);
@@ -493,26 +560,93 @@ TrainResult train(const TrainConfig& c, const TrainHooks& hooks, const torch::De
                              {"valid_tokens", v.tokens},
                              {"wall_s", wall()}};
     if (c.eval_bleu) record["valid_bleu"] = bleu;
+    if (!end_of_epoch) record["mid_epoch"] = true;
     log.record(record);
     std::ostringstream line;
-    line << std::fixed << std::setprecision(3) << "epoch " << pos.epoch << " | valid loss " << valid_loss
-         << " | nll " << valid_nll << " | ppl " << std::exp(valid_nll);
+    line << std::fixed << std::setprecision(3) << "epoch " << pos.epoch << (end_of_epoch ? "" : " (mid-epoch)")
+         << " | valid loss " << valid_loss << " | nll " << valid_nll << " | ppl " << std::exp(valid_nll);
     if (c.eval_bleu) line << " | bleu " << std::setprecision(2) << bleu;
     line << (best ? " | best" : "");
     log.line(line.str());
     std::vector<std::string> names = {"checkpoint_last.pt"};
-    if (pos.epoch % c.save_interval == 0) names.push_back("checkpoint" + std::to_string(pos.epoch) + ".pt");
+    if (end_of_epoch && pos.epoch % c.save_interval == 0) names.push_back("checkpoint" + std::to_string(pos.epoch) + ".pt");
     if (best) names.push_back("checkpoint_best.pt");
-    ++pos.epoch;  // the saved position is the start of the next epoch
-    pos.next_batch = 0;
+    if (end_of_epoch) {
+      ++pos.epoch;  // the saved position is the start of the next epoch
+      pos.next_batch = 0;
+    }
     save(names);
     prune();
-    if (c.max_steps > 0 && pos.update >= c.max_steps) done = true;
+  };
+
+  bool done = false;
+  while (!done && (c.max_epochs == 0 || pos.epoch <= c.max_epochs)) {
+    const auto batches = data::make_batches(train_corpus.sizes, train_corpus.kept, c.batching, c.seed, pos.epoch);
+    const auto n_batches = static_cast<int64_t>(batches.size());
+    while (pos.next_batch < n_batches) {
+      // One update: the next update_freq x WORLD_SIZE batches of the epoch's order (fewer at
+      // its end), each rank taking every WORLD_SIZE-th; gradient of the loss summed over all of
+      // them, divided by their target tokens (fairseq, REFERENCE §8).
+      net->zero_grad();
+      Sums update;
+      const bool tracing = observer && observer->active(pos.update + 1);
+      if (tracing) observer->begin(pos.update + 1);
+      const int64_t span = std::min(update_batches, n_batches - pos.next_batch);
+      const data::Shard shard{group.rank(), group.size()};
+      for (int64_t j = 0; j < span; ++j) {
+        if (!shard.owns(j)) continue;
+        auto b = gather(train_corpus, batches[static_cast<size_t>(pos.next_batch + j)]);
+        if (tracing) observer->batch(b.src, b.prev_output_tokens);
+        auto logits = net->forward(b.src.to(device), b.prev_output_tokens.to(device));
+        auto s = label_smoothed_nll(logits, b.target.to(device), c.label_smoothing, c.ls_formula, kPad);
+        s.loss.backward();
+        update.loss += s.loss.item<double>();
+        update.nll += s.nll.item<double>();
+        update.tokens += s.tokens;
+      }
+      pos.next_batch += span;
+      update = all_reduced(update, group);
+      if (!std::isfinite(update.loss)) {
+        log.record({{"event", "diverged"}, {"step", pos.update + 1}, {"epoch", pos.epoch}, {"loss", nullptr}});
+        log.line("normlab train: the loss became " + std::string(std::isnan(update.loss) ? "NaN" : "infinite") +
+                 " at update " + std::to_string(pos.update + 1) + "; stopping");
+        result.diverged = true;
+        done = true;
+        break;
+      }
+      reducer.all_reduce();
+      for (auto& p : net->parameters())
+        if (p.grad().defined()) p.grad().div_(static_cast<double>(update.tokens));
+      grad_norm = clip_grad_norm(net->parameters(), c.clip_norm);
+      ++pos.update;
+      lr = learning_rate(c.schedule, pos.update, pos.epoch);
+      if (tracing) observer->gradients();
+      optimizer.step(lr, tracing);
+      if (tracing) observer->updates(optimizer.last_updates());
+      window.loss += update.loss;
+      window.nll += update.nll;
+      window.tokens += update.tokens;
+      tokens_since_log += update.tokens;
+
+      if (pos.update % c.log_interval == 0) record_window(n_batches);
+      if (c.save_interval_updates > 0 && pos.update % c.save_interval_updates == 0) {
+        save({"checkpoint_" + std::to_string(pos.epoch) + "_" + std::to_string(pos.update) + ".pt",
+              "checkpoint_last.pt"});
+        prune();
+      }
+      if (c.max_steps > 0 && pos.update >= c.max_steps) {
+        done = true;
+        break;
+      }
+    }
+    if (result.diverged) break;
+    const bool end_of_epoch = pos.next_batch >= n_batches;  // else stopped inside it by --max-steps
+    if (done || (c.max_epochs > 0 && pos.epoch == c.max_epochs)) record_window(n_batches);  // the last updates
+    validate_and_save(end_of_epoch);
   }
-  if (!result.diverged && pos.next_batch > 0) save({"checkpoint_last.pt"});
   if (!result.diverged && !c.test_prefix.empty()) {
-    const auto test_corpus = load_corpus(c.test_prefix, c, vocab, cache_dir, false, log);
-    const auto t = validate(net, test_corpus, c, device);
+    const auto test_corpus = load_in_turn(c.test_prefix, false);
+    const auto t = validate(net, test_corpus, c, device, group);
     log.record({{"step", pos.update},
                 {"epoch", pos.epoch - (pos.next_batch == 0 ? 1 : 0)},
                 {"test_loss", t.loss / t.tokens},

@@ -15,6 +15,7 @@
 #include <c10/core/Device.h>
 #include <nlohmann/json_fwd.hpp>
 
+#include "core/process_group.h"
 #include "data/batching.h"
 #include "data/vocab.h"
 #include "model/config.h"
@@ -94,7 +95,10 @@ struct TrainHooks {
   BleuValidator* bleu = nullptr;
 };
 
-// Trains, or resumes from RUN_DIR's newest intact checkpoint when there is one.
-TrainResult train(const TrainConfig& config, const TrainHooks& hooks, const c10::Device& device);
+// Trains, or resumes from RUN_DIR's newest intact checkpoint when there is one; a run that has
+// reached its limits is left as it is. With several ranks in `group` (docs/distributed.md), each
+// takes every WORLD_SIZE-th batch and rank 0 alone writes RUN_DIR.
+TrainResult train(const TrainConfig& config, const TrainHooks& hooks, const c10::Device& device,
+                  core::ProcessGroup& group);
 
 }  // namespace normlab::train

@@ -1,0 +1,211 @@
+#include "core/process_group.h"
+
+#include <algorithm>
+#include <functional>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+
+#include "core/gloo_backend.h"
+
+namespace normlab::core {
+namespace {
+
+using std::chrono::milliseconds;
+using Clock = std::chrono::steady_clock;
+
+// The first line of an error, without c10's backtrace.
+std::string first_line(const std::exception& e) {
+  const auto* c10 = dynamic_cast<const c10::Error*>(&e);
+  std::string text = c10 != nullptr ? c10->what_without_backtrace() : e.what();
+  return text.substr(0, text.find('\n'));
+}
+
+std::string seconds(milliseconds t) {
+  std::ostringstream s;
+  s << static_cast<double>(t.count()) / 1000.0 << " s";
+  return s.str();
+}
+
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string s;
+  for (int r : ranks) s += (s.empty() ? "" : ", ") + std::to_string(r);
+  return s;
+}
+
+std::string key(const std::string& what, int rank) { return "normlab/" + what + "/" + std::to_string(rank); }
+
+// The ranks among 0..size-1 whose key `what/r` is still missing after waiting up to `limit`.
+std::vector<int> wait_for_ranks(c10d::Store& store, const std::string& what, int size, milliseconds limit) {
+  const auto deadline = Clock::now() + limit;
+  std::vector<int> missing(static_cast<size_t>(size));
+  for (int r = 0; r < size; ++r) missing[static_cast<size_t>(r)] = r;
+  while (true) {
+    missing.erase(std::remove_if(missing.begin(), missing.end(),
+                                 [&](int r) { return store.check({key(what, r)}); }),
+                  missing.end());
+    if (missing.empty() || Clock::now() >= deadline) return missing;
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+}
+
+}  // namespace
+
+DistBackend parse_dist_backend(const std::string& name) {
+  if (name == "auto") return DistBackend::kAuto;
+  if (name == "gloo") return DistBackend::kGloo;
+  if (name == "nccl") return DistBackend::kNccl;
+  throw std::invalid_argument("--dist-backend: unknown value '" + name + "', expected auto|gloo|nccl");
+}
+
+struct ProcessGroup::Impl {
+  int rank = 0, size = 1;
+  milliseconds timeout{0};
+  c10::intrusive_ptr<c10d::Store> store;
+  c10::intrusive_ptr<c10d::Backend> backend;
+
+  // Runs one collective to completion. When it fails, every rank still alive says so through
+  // the store, and those that do not within a few seconds are named as lost; when the store
+  // itself is gone, so is rank 0, whose process serves it (without torchrun's agent store).
+  void run(const char* op, const std::function<c10::intrusive_ptr<c10d::Work>()>& start) {
+    try {
+      start()->wait(timeout);
+    } catch (const std::exception& e) {
+      const std::string cause = std::string(op) + " failed: " + first_line(e);
+      std::vector<int> lost;
+      try {
+        store->set(key("failed", rank), std::string("1"));
+        lost = wait_for_ranks(*store, "failed", size, std::min(timeout, milliseconds(5000)));
+      } catch (const std::exception&) {
+        throw std::runtime_error("rank " + std::to_string(rank) + " of " + std::to_string(size) +
+                                 ": lost rank 0 (the rendezvous store it served no longer answers); " + cause);
+      }
+      if (lost.empty())
+        throw std::runtime_error("rank " + std::to_string(rank) + " of " + std::to_string(size) + ": " + cause);
+      throw std::runtime_error("rank " + std::to_string(rank) + " of " + std::to_string(size) + ": lost rank" +
+                               (lost.size() > 1 ? "s " : " ") + rank_list(lost) + " (no answer after " + cause + ")");
+    }
+  }
+};
+
+ProcessGroup::ProcessGroup() : impl_(std::make_shared<Impl>()) {}
+
+ProcessGroup ProcessGroup::from_environment(const DistOptions& options, const c10::Device& device) {
+  const auto env = read_launch_env();
+  return env ? connect(*env, options, device) : ProcessGroup();
+}
+
+ProcessGroup ProcessGroup::connect(const LaunchEnv& env, const DistOptions& options, const c10::Device& device) {
+  ProcessGroup group;
+  if (env.world_size == 1) return group;
+  if (options.backend == DistBackend::kNccl || (options.backend == DistBackend::kAuto && device.is_cuda()))
+    throw std::invalid_argument("--dist-backend nccl: NCCL is not built into normlab yet; use --dist-backend gloo "
+                                "(CPU tensors) or one process per GPU without a launcher");
+  auto& g = *group.impl_;
+  g.rank = env.rank;
+  g.size = env.world_size;
+  g.timeout = options.timeout;
+  const std::string where = env.master_addr + ":" + std::to_string(env.master_port);
+  c10d::TCPStoreOptions so;
+  so.port = static_cast<uint16_t>(env.master_port);
+  so.timeout = options.timeout;
+  so.waitWorkers = false;  // normlab's own check-in below names the missing ranks
+  so.numWorkers = env.world_size;
+  // torch.distributed's env:// rendezvous: under torchrun's agent store every rank is a client
+  // and the keys of restart attempt N live under /worker/attempt_N; else rank 0 serves it.
+  so.isServer = !env.agent_store && env.rank == 0;
+  so.multiTenant = !env.agent_store;
+  try {
+    auto tcp = c10::make_intrusive<c10d::TCPStore>(env.master_addr, so);
+    g.store = env.agent_store ? c10::intrusive_ptr<c10d::Store>(c10::make_intrusive<c10d::PrefixStore>(
+                                    "/worker/attempt_" + std::to_string(env.restart_count), tcp))
+                              : c10::intrusive_ptr<c10d::Store>(tcp);
+  } catch (const std::exception& e) {
+    if (so.isServer)
+      throw std::runtime_error("rank 0 cannot serve the rendezvous store on MASTER_PORT=" +
+                               std::to_string(env.master_port) + " (in use?): " + first_line(e));
+    throw std::runtime_error("rank " + std::to_string(env.rank) + " cannot reach the rendezvous store at " + where +
+                             " within --dist-timeout " + seconds(options.timeout) + ": " + first_line(e));
+  }
+  auto& store = *g.store;
+  // Check-in: each rank claims its number once and states its WORLD_SIZE.
+  if (store.add(key("claim", env.rank), 1) > 1)
+    throw std::runtime_error("rank " + std::to_string(env.rank) + " was started twice (two processes with RANK=" +
+                             std::to_string(env.rank) + ")");
+  store.set(key("world", env.rank), std::to_string(env.world_size));
+  const std::string joined = " within --dist-timeout " + seconds(options.timeout) + " (rendezvous at " + where + ")";
+  if (!wait_for_ranks(store, "world", 1, options.timeout).empty())
+    throw std::runtime_error("rank " + std::to_string(env.rank) + ": rank 0 did not join" + joined);
+  const auto world_of = [&](int r) {
+    const auto v = store.get(key("world", r));
+    return std::string(v.begin(), v.end());
+  };
+  if (world_of(0) != std::to_string(env.world_size))
+    throw std::runtime_error("rank " + std::to_string(env.rank) + " has WORLD_SIZE=" + std::to_string(env.world_size) +
+                             " but rank 0 has WORLD_SIZE=" + world_of(0));
+  const auto missing = wait_for_ranks(store, "world", env.world_size, options.timeout);
+  if (!missing.empty())
+    throw std::runtime_error("rank" + std::string(missing.size() > 1 ? "s " : " ") + rank_list(missing) + " of " +
+                             std::to_string(env.world_size) + " did not join" + joined);
+  for (int r = 1; r < env.world_size; ++r)
+    if (world_of(r) != std::to_string(env.world_size))
+      throw std::runtime_error("rank " + std::to_string(r) + " has WORLD_SIZE=" + world_of(r) +
+                               " but rank 0 has WORLD_SIZE=" + std::to_string(env.world_size));
+  g.backend = make_gloo_backend(c10::make_intrusive<c10d::PrefixStore>("normlab/gloo", g.store), env.rank,
+                                env.world_size, options.timeout, env.master_addr);
+  return group;
+}
+
+int ProcessGroup::rank() const { return impl_->rank; }
+int ProcessGroup::size() const { return impl_->size; }
+
+// (c10d's vector arguments hold one tensor per device of this rank, not a list to reduce.)
+void ProcessGroup::all_reduce_sum(at::Tensor& tensor) {
+  if (impl_->size == 1) return;
+  std::vector<at::Tensor> one = {tensor};
+  impl_->run("all_reduce", [&] { return impl_->backend->allreduce(one); });
+}
+
+void ProcessGroup::broadcast(at::Tensor& tensor, int root) {
+  if (impl_->size == 1) return;
+  std::vector<at::Tensor> one = {tensor};
+  c10d::BroadcastOptions o;
+  o.rootRank = root;
+  impl_->run("broadcast", [&] { return impl_->backend->broadcast(one, o); });
+}
+
+std::vector<std::string> ProcessGroup::all_gather(const std::string& bytes) {
+  if (impl_->size == 1) return {bytes};
+  const auto n = static_cast<size_t>(impl_->size);
+  // Lengths first, then every rank's bytes padded to the longest.
+  std::vector<at::Tensor> length = {at::full({1}, static_cast<int64_t>(bytes.size()), at::kLong)};
+  std::vector<std::vector<at::Tensor>> lengths(1);
+  for (size_t r = 0; r < n; ++r) lengths[0].push_back(at::empty({1}, at::kLong));
+  impl_->run("all_gather", [&] { return impl_->backend->allgather(lengths, length); });
+  int64_t longest = 1;
+  for (const auto& t : lengths[0]) longest = std::max(longest, t.item<int64_t>());
+  std::vector<at::Tensor> mine = {at::zeros({longest}, at::kByte)};
+  std::copy(bytes.begin(), bytes.end(), mine[0].data_ptr<uint8_t>());
+  std::vector<std::vector<at::Tensor>> all(1);
+  for (size_t r = 0; r < n; ++r) all[0].push_back(at::empty({longest}, at::kByte));
+  impl_->run("all_gather", [&] { return impl_->backend->allgather(all, mine); });
+  std::vector<std::string> out;
+  for (size_t r = 0; r < n; ++r) {
+    const auto* p = reinterpret_cast<const char*>(all[0][r].data_ptr<uint8_t>());
+    out.emplace_back(p, p + lengths[0][r].item<int64_t>());
+  }
+  return out;
+}
+
+void ProcessGroup::barrier() {
+  if (impl_->size == 1) return;
+  impl_->run("barrier", [&] { return impl_->backend->barrier(); });
+}
+
+}  // namespace normlab::core
