@@ -55,6 +55,35 @@ std::vector<int> wait_for_ranks(c10d::Store& store, const std::string& what, int
   }
 }
 
+// Each rank claims its number once and states its WORLD_SIZE; each compares its own with rank
+// 0's and says so (checked/r) before it fails, so that rank 0, which serves the store, stays
+// until every rank has read what it needs and then checks them all.
+void check_in(c10d::Store& store, const LaunchEnv& env, milliseconds timeout, const std::string& where) {
+  const std::string me = "rank " + std::to_string(env.rank);
+  if (store.add(key("claim", env.rank), 1) > 1)
+    throw std::runtime_error(me + " was started twice (two processes with RANK=" + std::to_string(env.rank) + ")");
+  store.set(key("world", env.rank), std::to_string(env.world_size));
+  const std::string joined = " within --dist-timeout " + seconds(timeout) + " (rendezvous at " + where + ")";
+  if (!wait_for_ranks(store, "world", 1, timeout).empty()) throw std::runtime_error(me + ": rank 0 did not join" + joined);
+  const auto world_of = [&](int r) {
+    const auto v = store.get(key("world", r));
+    return std::string(v.begin(), v.end());
+  };
+  const std::string rank0 = world_of(0);
+  store.set(key("checked", env.rank), std::string("1"));
+  if (rank0 != std::to_string(env.world_size))
+    throw std::runtime_error(me + " has WORLD_SIZE=" + std::to_string(env.world_size) + " but rank 0 has WORLD_SIZE=" +
+                             rank0);
+  const auto missing = wait_for_ranks(store, "checked", env.world_size, timeout);
+  if (!missing.empty())
+    throw std::runtime_error("rank" + std::string(missing.size() > 1 ? "s " : " ") + rank_list(missing) + " of " +
+                             std::to_string(env.world_size) + " did not join" + joined);
+  for (int r = 1; r < env.world_size; ++r)
+    if (world_of(r) != rank0)
+      throw std::runtime_error("rank " + std::to_string(r) + " has WORLD_SIZE=" + world_of(r) +
+                               " but rank 0 has WORLD_SIZE=" + rank0);
+}
+
 }  // namespace
 
 DistBackend parse_dist_backend(const std::string& name) {
@@ -133,30 +162,12 @@ ProcessGroup ProcessGroup::connect(const LaunchEnv& env, const DistOptions& opti
     throw std::runtime_error("rank " + std::to_string(env.rank) + " cannot reach the rendezvous store at " + where +
                              " within --dist-timeout " + seconds(options.timeout) + ": " + first_line(e));
   }
-  auto& store = *g.store;
-  // Check-in: each rank claims its number once and states its WORLD_SIZE.
-  if (store.add(key("claim", env.rank), 1) > 1)
-    throw std::runtime_error("rank " + std::to_string(env.rank) + " was started twice (two processes with RANK=" +
-                             std::to_string(env.rank) + ")");
-  store.set(key("world", env.rank), std::to_string(env.world_size));
-  const std::string joined = " within --dist-timeout " + seconds(options.timeout) + " (rendezvous at " + where + ")";
-  if (!wait_for_ranks(store, "world", 1, options.timeout).empty())
-    throw std::runtime_error("rank " + std::to_string(env.rank) + ": rank 0 did not join" + joined);
-  const auto world_of = [&](int r) {
-    const auto v = store.get(key("world", r));
-    return std::string(v.begin(), v.end());
-  };
-  if (world_of(0) != std::to_string(env.world_size))
-    throw std::runtime_error("rank " + std::to_string(env.rank) + " has WORLD_SIZE=" + std::to_string(env.world_size) +
-                             " but rank 0 has WORLD_SIZE=" + world_of(0));
-  const auto missing = wait_for_ranks(store, "world", env.world_size, options.timeout);
-  if (!missing.empty())
-    throw std::runtime_error("rank" + std::string(missing.size() > 1 ? "s " : " ") + rank_list(missing) + " of " +
-                             std::to_string(env.world_size) + " did not join" + joined);
-  for (int r = 1; r < env.world_size; ++r)
-    if (world_of(r) != std::to_string(env.world_size))
-      throw std::runtime_error("rank " + std::to_string(r) + " has WORLD_SIZE=" + world_of(r) +
-                               " but rank 0 has WORLD_SIZE=" + std::to_string(env.world_size));
+  try {
+    check_in(*g.store, env, options.timeout, where);
+  } catch (const c10::Error& e) {  // the store went away: rank 0 stopped, with its own error
+    throw std::runtime_error("rank " + std::to_string(env.rank) + ": the rendezvous store at " + where +
+                             " closed during the check-in (rank 0 stopped?): " + first_line(e));
+  }
   g.backend = make_gloo_backend(c10::make_intrusive<c10d::PrefixStore>("normlab/gloo", g.store), env.rank,
                                 env.world_size, options.timeout, env.master_addr);
   return group;

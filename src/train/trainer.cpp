@@ -362,12 +362,14 @@ TrainResult train(const TrainConfig& c, const TrainHooks& hooks, const torch::De
   }
   TrainResult result;
   result.best_valid_loss = pos.best_valid_loss;
-  // A run that reached its limits changes nothing when started again with them (a larger
-  // limit continues it).
+  // A run that reached its limits changes nothing when started again with them, train.log
+  // included (a larger limit continues it).
   if ((c.max_steps > 0 && pos.update >= c.max_steps) || (c.max_epochs > 0 && pos.epoch > c.max_epochs)) {
-    log.line("normlab train: " + c.out + " is complete (update " + std::to_string(pos.update) + ", epoch " +
+    if (writer)
+      std::cerr << ("normlab train: " + c.out + " is complete (update " + std::to_string(pos.update) + ", epoch " +
              std::to_string(pos.epoch - (pos.next_batch == 0 ? 1 : 0)) +
-             "): nothing to do; raise --max-steps or --max-epochs to continue it");
+             "): nothing to do; raise --max-steps or --max-epochs to continue it")
+                << "\n";
     result.updates = pos.update;
     result.epochs = pos.epoch - 1;
     return result;

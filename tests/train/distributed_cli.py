@@ -1,0 +1,197 @@
+#!/usr/bin/env python3
+"""Data-parallel `normlab train` (issue 16): two processes with Gloo on 127.0.0.1, tiny models
+on Multi30k val, seconds each.
+
+- Equivalence: 2 ranks x --update-freq 1 and 1 rank x --update-freq 2 walk the same batches;
+  their parameters after every update are bit-identical (dropout off: each rank has its own
+  dropout stream), across an epoch end whose last update has one batch for two ranks.
+- torchrun --standalone --no-python starts the same job (its agent serves the store).
+- Faults: rank 1 killed with SIGKILL after a checkpoint makes rank 0 stop, non-zero, naming
+  the lost rank, within seconds; launching again resumes from the last intact checkpoint and
+  ends bit-identical to an uninterrupted 2-rank run with dropout on (each rank's stream is in
+  the checkpoint). A port in use, a missing rank, another WORLD_SIZE and another option on one
+  rank are one clear error each.
+- One writer per RUN_DIR: a second train into a folder in use gets one line naming it and the
+  holder's pid; a complete run started again changes nothing; a --max-steps stop inside an
+  epoch writes its last training record and a validation."""
+import hashlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import torch
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import cli_setup  # noqa: E402
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def parameters(checkpoint):
+    state = torch.load(checkpoint)
+    return {k: v for k, v in state.items() if not k.startswith(("extra/", "__normlab"))}
+
+
+def same(a, b):
+    pa, pb = parameters(a), parameters(b)
+    return pa.keys() == pb.keys() and all(torch.equal(pa[k], pb[k]) for k in pa)
+
+
+def digest(path):
+    return hashlib.sha256(open(path, "rb").read()).hexdigest()
+
+
+def main():
+    args, prefix, w = cli_setup.parse_and_prepare()
+    check = cli_setup.Checks()
+
+    def argv(out, *extra, dropout="0"):  # the tiny run's options, any of them replaced by `extra`
+        options = {"--train": prefix, "--valid": prefix, "--vocab-size": "300", "--d-model": "16",
+                   "--ffn-dim": "32", "--heads": "2", "--encoder-layers": "1", "--decoder-layers": "1",
+                   "--max-tokens": "1500", "--lr": "1e-3", "--warmup-steps": "4", "--dropout": dropout,
+                   "--seed": "3", "--threads": "1", "--device": "cpu", "--log-interval": "1",
+                   "--dist-timeout": "20", "--out": out}
+        options.update(zip(extra[::2], extra[1::2]))
+        return [args.normlab, "train", *[x for kv in options.items() for x in kv]]
+
+    def env(rank, world, port, **more):
+        e = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE=str(world),
+                 RANK=str(rank), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(world))
+        e.update(more)
+        return e
+
+    def launch(cmds, timeout=120):
+        """Starts one process per (argv, env); returns [(returncode, stderr)] in rank order."""
+        procs = [subprocess.Popen(a, env=e, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                 for a, e in cmds]
+        errs = [p.communicate(timeout=timeout)[1] for p in procs]
+        return [(p.returncode, e) for p, e in zip(procs, errs)]
+
+    def two_ranks(out, *extra, dropout="0", port=None):
+        port = port or free_port()
+        return launch([(argv(out, *extra, dropout=dropout), env(r, 2, port)) for r in range(2)])
+
+    # 1. Equivalence, over an epoch end (Multi30k val at 1500 tokens: an odd number of batches).
+    one, two = w("one"), w("two")
+    r = subprocess.run(argv(one, "--max-epochs", "2", "--update-freq", "2", "--save-interval-updates", "1"),
+                       capture_output=True, text=True)
+    check(r.returncode == 0, f"1 rank x update-freq 2 failed: {r.stderr}")
+    results = two_ranks(two, "--max-epochs", "2", "--save-interval-updates", "1")
+    check(all(rc == 0 for rc, _ in results), f"2 ranks failed: {results}")
+    ones = sorted(f for f in os.listdir(os.path.join(one, "checkpoints")) if f.startswith("checkpoint_"))
+    twos = sorted(f for f in os.listdir(os.path.join(two, "checkpoints")) if f.startswith("checkpoint_"))
+    check(ones == twos and len(ones) > 10, f"the same updates: {ones} vs {twos}")
+    differ = [f for f in ones if f in twos and not same(os.path.join(one, "checkpoints", f),
+                                                         os.path.join(two, "checkpoints", f))]
+    check(not differ, f"parameters differ between 2 ranks and update-freq 2 after: {differ}")
+    records = lambda run: [json.loads(l) for l in open(os.path.join(run, "metrics.jsonl"))]
+    key = lambda x: (x["step"], x.get("loss"), x.get("grad_norm"), x.get("valid_loss"))
+    check([key(x) for x in records(one)] == [key(x) for x in records(two)],
+          "the same records (losses, gradient norms, validations) from 1 rank and 2 ranks")
+    saved = torch.load(os.path.join(two, "checkpoints", "checkpoint_last.pt"))
+    check("extra/rng/cpu/rank1" in saved, "rank 1's dropout stream is in the checkpoint")
+    check(results[1][1] == "", f"only rank 0 logs: rank 1 said {results[1][1]!r}")
+
+    # 2. torchrun starts the same job.
+    tr = w("torchrun")
+    r = subprocess.run(["torchrun", "--standalone", "--nproc-per-node", "2", "--no-python",
+                        *argv(tr, "--max-steps", "5")], capture_output=True, text=True, timeout=120)
+    check(r.returncode == 0, f"torchrun failed: {r.stderr[-2000:]}")
+    ref5 = w("ref5")
+    subprocess.run(argv(ref5, "--max-steps", "5", "--update-freq", "2"), check=True, capture_output=True)
+    last = os.path.join("checkpoints", "checkpoint_last.pt")
+    check(r.returncode == 0 and same(os.path.join(tr, last), os.path.join(ref5, last)),
+          "torchrun's 2 ranks end where 1 rank x update-freq 2 does")
+
+    # 3. Kill rank 1 after update 10's checkpoint; relaunch; compare with an uninterrupted run.
+    straight, killed = w("straight"), w("killed")
+    limits = ("--max-steps", "24", "--save-interval-updates", "10")
+    results = two_ranks(straight, *limits, dropout="0.3")
+    check(all(rc == 0 for rc, _ in results), f"uninterrupted 2-rank run failed: {results}")
+    port = free_port()
+    procs = [subprocess.Popen(argv(killed, *limits, "--dist-timeout", "10", dropout="0.3"), env=env(r, 2, port),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for r in range(2)]
+    marker = os.path.join(killed, "checkpoints", "checkpoint_1_10.pt")
+    while not os.path.exists(marker) and procs[0].poll() is None:
+        time.sleep(0.005)
+    procs[1].send_signal(signal.SIGKILL)
+    start = time.time()
+    try:
+        err0 = procs[0].communicate(timeout=60)[1]
+    except subprocess.TimeoutExpired:
+        procs[0].kill()
+        err0 = "(hung)"
+    procs[1].wait()
+    took = time.time() - start
+    check(procs[0].returncode == 2 and "lost rank 1" in err0 and took < 20,
+          f"rank 0 after rank 1's SIGKILL: exit {procs[0].returncode} after {took:.1f} s: {err0[-600:]}")
+    results = two_ranks(killed, *limits, dropout="0.3")
+    check(all(rc == 0 for rc, _ in results) and "resuming at update" in results[0][1],
+          f"relaunch did not resume: {results}")
+    check(same(os.path.join(straight, last), os.path.join(killed, last)),
+          "kill + relaunch ends bit-identical to the uninterrupted 2-rank run (dropout on)")
+
+    # 4. Launch errors: one line, non-zero, within the timeout.
+    quick = ("--max-steps", "2", "--dist-timeout", "3")
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        [(rc, err)] = launch([(argv(w("busy"), *quick), env(0, 2, port))], timeout=60)
+        check(rc == 2 and f"MASTER_PORT={port}" in err and "in use" in err, f"a port in use: {rc} {err}")
+    [(rc, err)] = launch([(argv(w("alone"), *quick), env(0, 2, free_port()))], timeout=60)
+    check(rc == 2 and "rank 1 of 2 did not join" in err, f"a missing rank: {rc} {err}")
+    port = free_port()
+    results = launch([(argv(w("sizes"), *quick), env(0, 2, port)), (argv(w("sizes"), *quick), env(1, 3, port))],
+                     timeout=60)
+    check(all(rc == 2 for rc, _ in results) and "WORLD_SIZE=3 but rank 0 has WORLD_SIZE=2" in results[1][1],
+          f"another WORLD_SIZE: {results}")
+    port = free_port()
+    results = launch([(argv(w("lrs"), *quick), env(0, 2, port)),
+                      (argv(w("lrs"), *quick, "--lr", "2e-3"), env(1, 2, port))], timeout=60)
+    check(all(rc == 2 and "rank 1 runs another job than rank 0: /config/schedule/lr is 0.001 on rank 0 but 0.002 on rank 1" in err for rc, err in results),
+          f"another --lr on rank 1: {results}")
+    [(rc, err)] = launch([(argv(w("bad"), *quick), env(0, 2, free_port(), RANK="2"))], timeout=60)
+    check(rc == 2 and "RANK=2" in err, f"RANK outside WORLD_SIZE: {rc} {err}")
+
+    # 5. One writer per folder; a complete run is left alone; a stop inside an epoch is recorded.
+    busy_dir = w("busy_dir")
+    holder = subprocess.Popen(argv(busy_dir, "--max-steps", "100000"), stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    while not os.path.exists(os.path.join(busy_dir, "config.json")) and holder.poll() is None:
+        time.sleep(0.01)
+    r = subprocess.run(argv(busy_dir, "--max-steps", "3"), capture_output=True, text=True)
+    holder.kill()
+    holder.wait()
+    check(r.returncode == 2 and f"is in use by another normlab process (pid {holder.pid})" in r.stderr,
+          f"a second train into a folder in use: {r.returncode} {r.stderr}")
+    r = subprocess.run(argv(busy_dir, "--max-steps", "1"), capture_output=True, text=True)
+    check(r.returncode == 0, f"the lock of a killed process blocks: {r.stderr}")
+    limited = w("limited")
+    r = subprocess.run(argv(limited, "--max-steps", "3", "--log-interval", "2"), capture_output=True, text=True)
+    recs = records(limited)
+    check(r.returncode == 0 and [x.get("step") for x in recs] == [2, 3, 3] and "loss" in recs[1] and
+          recs[2].get("mid_epoch") and "valid_loss" in recs[2],
+          f"the last training record and a validation at a mid-epoch stop: {recs}")
+    files = [os.path.join(limited, f) for f in ("metrics.jsonl", "config.json", "train.log", last)]
+    before = [digest(f) for f in files]
+    r = subprocess.run(argv(limited, "--max-steps", "3", "--log-interval", "2"), capture_output=True, text=True)
+    check(r.returncode == 0 and "is complete" in r.stderr and before == [digest(f) for f in files] and
+          r.stderr.count("\n") == 1,
+          f"a complete run started again changed something: {r.returncode} {r.stderr}")
+    r = subprocess.run(argv(limited, "--max-steps", "5", "--log-interval", "10"), capture_output=True, text=True)
+    recs = records(limited)
+    check(r.returncode == 0 and [x["step"] for x in recs if "valid_loss" in x] == [3, 5],
+          f"a larger limit continues, keeping the mid-epoch validation: {recs}")
+    return check.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
