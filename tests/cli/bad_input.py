@@ -185,6 +185,8 @@ def main():
         (translate("--precision", "fp16"), "--precision fp16 needs a CUDA device"),
         (translate("--precision", "fp8"), "--precision: unknown value 'fp8', expected fp32|bf16|fp16"),
         (train("--precision", "fp16", "--device", "cpu"), "--precision fp16 needs a CUDA device"),
+        (train("--dist-backend", "mpi"), "--dist-backend: unknown value 'mpi', expected auto|gloo|nccl"),
+        (train("--dist-timeout", "0"), "--dist-timeout must be > 0 seconds"),
         (["probe", *tiny[:-2], "--out", w("probe_out"), "--precision", "fp16"], "--precision fp16 needs a CUDA device"),
         (["score", "--checkpoint", w("good.ckpt"), "--src-ids", w("src.txt"), "--tgt-ids", w("tgt.txt"),
           "--precision", "half"], "--precision: unknown value 'half'"),
