@@ -10,8 +10,11 @@
 #include "analysis/hvp.h"
 #include "commands.h"
 #include "decode_options.h"
+#include "dist_options.h"
+#include "core/dir_lock.h"
 #include "core/hash.h"
 #include "core/problems.h"
+#include "core/same_job.h"
 #include "core/runtime.h"
 #include "data/batching.h"
 #include "data/cache.h"
@@ -35,12 +38,15 @@ struct HessianOptions {
   double label_smoothing = 0.1;
   std::string ls_formula = "uniform", params = ".*", dtype = "float32", precision = "fp32";
   bool keep_graphs = false;
+  DistCliOptions dist;
 };
 
 // Vocabulary: --vocab FILE, else the checkpoint's own as translate finds it (inside a `normlab
 // train` checkpoint, else its run folder's), else trained on --vocab-train PREFIX as `normlab
-// train` does (saved to OUT/vocab). A checkpoint's model must have its size.
-data::Vocab load_vocab(const HessianOptions& o, const model::LoadedModel* loaded, nlohmann::json& resolved) {
+// train` does (saved to OUT/vocab by rank 0, which the other ranks then read). A checkpoint's
+// model must have its size.
+data::Vocab load_vocab(const HessianOptions& o, const model::LoadedModel* loaded, nlohmann::json& resolved,
+                       core::ProcessGroup& group) {
   auto find = [&]() -> data::Vocab {
     if (!o.vocab.empty()) {
       resolved["vocab"] = o.vocab;
@@ -55,13 +61,17 @@ data::Vocab load_vocab(const HessianOptions& o, const model::LoadedModel* loaded
     if (o.vocab_train.empty())
       throw std::invalid_argument("give --vocab FILE (a SentencePiece model) or --vocab-train PREFIX "
                                   "(train one on PREFIX.SRC/PREFIX.TGT as `normlab train` does)");
-    std::cerr << "normlab hessian: training a " << o.vocab_options.vocab_size << "-piece vocabulary on "
-              << o.vocab_train << "\n";
-    const auto bytes = data::train_vocab_on_corpus(o.vocab_train, o.src, o.tgt, o.vocab_options);
-    resolved["vocab"] = data::save_vocab(bytes, (std::filesystem::path(o.run.out) / "vocab").string());
+    const auto dir = (std::filesystem::path(o.run.out) / "vocab").string();
+    if (group.is_main()) {
+      std::cerr << "normlab hessian: training a " << o.vocab_options.vocab_size << "-piece vocabulary on "
+                << o.vocab_train << "\n";
+      data::save_vocab(data::train_vocab_on_corpus(o.vocab_train, o.src, o.tgt, o.vocab_options), dir);
+    }
+    group.barrier();
+    resolved["vocab"] = (std::filesystem::path(dir) / data::kVocabModelFile).string();
     resolved["vocab_train"] = o.vocab_train;
     resolved["vocab_size"] = o.vocab_options.vocab_size;
-    return data::Vocab::from_bytes(bytes, resolved["vocab"].get<std::string>());
+    return data::Vocab::load(resolved["vocab"].get<std::string>());
   };
   auto vocab = find();
   if (loaded) check_vocab_size(vocab, *loaded, o.checkpoint);
@@ -155,6 +165,7 @@ Runner add_hessian_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--save-every", r.save_every, "save the Lanczos state every K steps (0: never)")
       ->capture_default_str()->group(g_out);
   cmd->add_flag("--resume", r.resume, "continue from OUT/lanczos_state.pt")->group(g_out);
+  add_dist_options(*cmd, o->dist);
 
   return [o, &global] {
     require_fp32(o->precision,
@@ -167,12 +178,15 @@ Runner add_hessian_command(CLI::App& app, const GlobalOptions& global) {
       throw std::invalid_argument("--label-smoothing must be in [0, 1), got " + std::to_string(o->label_smoothing));
     analysis::LossOptions loss{o->label_smoothing, train::parse_label_smoothing_formula(o->ls_formula)};
     const auto dtype = parse_dtype(o->dtype);
-    const auto device = core::resolve_device(global.device);
+    auto job = join_job(o->dist, core::resolve_device(global.device));
+    const auto device = job.device;
+    o->run.writes = job.group.is_main();
+    std::optional<core::DirLock> lock;  // one writer per OUT
+    if (o->run.writes) lock.emplace(o->run.out, "normlab hessian");
     nlohmann::json resolved = {{"data", o->data}, {"src", o->src}, {"tgt", o->tgt},
                                {"max_sentences", o->max_sentences}, {"max_tokens", o->max_tokens},
                                {"label_smoothing", o->label_smoothing}, {"ls_formula", o->ls_formula},
                                {"params", o->params}, {"dtype", o->dtype}, {"device", device.str()}};
-    std::filesystem::create_directories(o->run.out);
 
     model::Seq2Seq net{nullptr};
     std::unique_ptr<model::LoadedModel> loaded;
@@ -182,7 +196,7 @@ Runner add_hessian_command(CLI::App& app, const GlobalOptions& global) {
       resolved["checkpoint"] = o->checkpoint;
       resolved["checkpoint_checksum"] = loaded->meta.value("checksum", nlohmann::json());
     }
-    const auto vocab = load_vocab(*o, loaded.get(), resolved);
+    const auto vocab = load_vocab(*o, loaded.get(), resolved, job.group);
     const auto vocab_hash = core::hash_bytes(vocab.bytes().data(), vocab.bytes().size());
     resolved["vocab_checksum"] = core::hash_hex(vocab_hash);
     auto config = net ? net->config() : o->model.resolve(/*vocab_from_data=*/true);
@@ -200,8 +214,11 @@ Runner add_hessian_command(CLI::App& app, const GlobalOptions& global) {
     }
     net->to(dtype);
     resolved["model"] = net->config();
-    analysis::FullDataHessian hessian(net, std::move(batches), loss, o->params, device, o->keep_graphs);
-    std::cerr << "normlab hessian: " << note << "\n";
+    auto same = resolved;
+    same.erase("device");  // cuda:LOCAL_RANK differs between ranks
+    core::check_same_job(same, job.group);
+    analysis::FullDataHessian hessian(net, std::move(batches), loss, o->params, device, o->keep_graphs, job.group);
+    if (o->run.writes) std::cerr << "normlab hessian: " << note << "\n";
     analysis::run_hessian(hessian, o->run, resolved);
   };
 }

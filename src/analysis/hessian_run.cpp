@@ -161,7 +161,10 @@ nlohmann::json run_hessian(const FullDataHessian& h, const HessianRunConfig& c,
                            const nlohmann::json& resolved) {
   const auto t0 = Clock::now();
   const fs::path out(c.out), state_path = out / kStateFile;
-  fs::create_directories(out);
+  // Rank 0 of a job writes OUT and tells the progress; the other ranks compute alike, silently.
+  std::ostream nowhere(nullptr);
+  std::ostream& say = c.writes ? std::cerr : nowhere;
+  if (c.writes) fs::create_directories(out);
   const int64_t n = h.dim();
   const auto dtype = h.dtype();
   nlohmann::json fp = {{"resolved", resolved}, {"steps", c.steps}, {"probes", c.probes}, {"seed", c.seed}};
@@ -176,12 +179,12 @@ nlohmann::json run_hessian(const FullDataHessian& h, const HessianRunConfig& c,
   Progress p;
   if (c.resume && fs::exists(state_path)) {
     p = load_state(state_path, fingerprint);
-    std::cerr << "normlab hessian: resuming from " << state_path.string() << " (" << p.done.size()
+    say << "normlab hessian: resuming from " << state_path.string() << " (" << p.done.size()
               << " probes done, " << p.current.alpha.size() << " steps of the next)\n";
   } else if (c.resume) {
-    std::cerr << "normlab hessian: --resume: no " << state_path.string() << " yet, starting afresh\n";
+    say << "normlab hessian: --resume: no " << state_path.string() << " yet, starting afresh\n";
   }
-  std::cerr << "normlab hessian: " << n << " parameters, " << h.sentences() << " sentences, "
+  say << "normlab hessian: " << n << " parameters, " << h.sentences() << " sentences, "
             << h.tokens() << " target tokens\n";
 
   // Lanczos probes: Rademacher vector seed + p.
@@ -191,16 +194,16 @@ nlohmann::json run_hessian(const FullDataHessian& h, const HessianRunConfig& c,
     lanczos_continue(op, c.steps, p.current, [&](const LanczosState& s) {
       const bool last = s.invariant || s.steps() == std::min(c.steps, n);
       if (last || seconds_since(last_line) > 5.0) {
-        std::cerr << "normlab hessian: probe " << probe + 1 << "/" << c.probes << " step " << s.steps()
+        say << "normlab hessian: probe " << probe + 1 << "/" << c.probes << " step " << s.steps()
                   << "/" << c.steps << "  " << extremes(s) << "  " << seconds_since(t0) << " s\n";
         last_line = Clock::now();
       }
-      if (c.save_every > 0 && s.steps() % c.save_every == 0 && !last)
+      if (c.writes && c.save_every > 0 && s.steps() % c.save_every == 0 && !last)
         save_state(state_path, fingerprint, p, s, p.wall_s + seconds_since(t0));
     });
     p.done.push_back({p.current.alpha, p.current.beta, {}, p.current.invariant});
     p.current = LanczosState{};
-    if (c.save_every > 0) save_state(state_path, fingerprint, p, p.current, p.wall_s + seconds_since(t0));
+    if (c.writes && c.save_every > 0) save_state(state_path, fingerprint, p, p.current, p.wall_s + seconds_since(t0));
   }
 
   nlohmann::json result;
@@ -223,7 +226,7 @@ nlohmann::json run_hessian(const FullDataHessian& h, const HessianRunConfig& c,
                            {"invariant", s.invariant}, {"nodes", e.nodes}, {"weights", e.weights}});
   }
   if (c.trace_samples > 0) {
-    std::cerr << "normlab hessian: " << c.trace_samples << " Hutchinson samples\n";
+    say << "normlab hessian: " << c.trace_samples << " Hutchinson samples\n";
     auto more = hutchinson_samples(op, n, dtype, c.seed + c.probes, c.trace_samples);
     trace_samples.insert(trace_samples.end(), more.begin(), more.end());
   }
@@ -235,7 +238,7 @@ nlohmann::json run_hessian(const FullDataHessian& h, const HessianRunConfig& c,
   result["trace_stderr"] = trace.standard_error;  // NaN -> null with one sample
   result["trace_samples"] = trace.samples;
   if (c.power) {
-    std::cerr << "normlab hessian: power iteration\n";
+    say << "normlab hessian: power iteration\n";
     const auto pw = power_iteration(op, n, dtype, c.seed, c.power_iterations, c.power_tol);
     result["power"] = {{"eigenvalue", pw.eigenvalue}, {"iterations", pw.iterations}, {"converged", pw.converged}};
   }
@@ -244,7 +247,7 @@ nlohmann::json run_hessian(const FullDataHessian& h, const HessianRunConfig& c,
   std::string csv = "lambda,density\n";
   for (size_t i = 0; i < density.grid.size(); ++i)
     csv += csv_number(density.grid[i]) + "," + csv_number(density.density[i]) + "\n";
-  core::write_file_atomic((out / "density.csv").string(), csv);
+  if (c.writes) core::write_file_atomic((out / "density.csv").string(), csv);
   result["density_variance"] = density.variance;
 
   if (c.per_block) {
@@ -260,13 +263,13 @@ nlohmann::json run_hessian(const FullDataHessian& h, const HessianRunConfig& c,
       int64_t size = 0;
       for (const auto& r : ranges[block]) size += r.second;
       const auto e = block_spectrum(h, ranges[block], c.per_block_steps, c.seed);
-      std::cerr << "normlab hessian: block " << block << " (" << size << " parameters) lambda_max "
+      say << "normlab hessian: block " << block << " (" << size << " parameters) lambda_max "
                 << e.nodes.back() << "\n";
       table += block + "," + std::to_string(size) + "," + csv_number(e.nodes.back()) + "," +
                csv_number(e.nodes.front()) + "\n";
       hvps += std::min(c.per_block_steps, size);
     }
-    core::write_file_atomic((out / "per_block.csv").string(), table);
+    if (c.writes) core::write_file_atomic((out / "per_block.csv").string(), table);
   }
 
   result["parameters"] = n;
@@ -288,8 +291,8 @@ nlohmann::json run_hessian(const FullDataHessian& h, const HessianRunConfig& c,
   result["config"]["per_block_steps"] = c.per_block_steps;
   result["config"]["seed"] = c.seed;
   result["config"]["save_every"] = c.save_every;
-  core::write_file_atomic((out / "hessian.json").string(), result.dump(2) + "\n");
-  std::cerr << "normlab hessian: lambda_max " << lambda_max << "  lambda_min " << lambda_min
+  if (c.writes) core::write_file_atomic((out / "hessian.json").string(), result.dump(2) + "\n");
+  say << "normlab hessian: lambda_max " << lambda_max << "  lambda_min " << lambda_min
             << "  trace " << trace.trace << " +- " << trace.standard_error << "  (" << result["wall_s"]
             << " s) -> " << out.string() << "\n";
   return result;

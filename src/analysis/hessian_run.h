@@ -34,6 +34,7 @@ struct HessianRunConfig {
   std::string out;                // OUT
   int64_t save_every = 10;        // save the Lanczos state every K steps (0: never)
   bool resume = false;            // continue from OUT/lanczos_state.pt
+  bool writes = true;             // write OUT and progress lines (rank 0 of a job; the others compute alike)
   std::vector<std::string> problems() const;
 };
 

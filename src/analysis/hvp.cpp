@@ -6,14 +6,14 @@
 #include <torch/torch.h>
 
 #include "core/tokens.h"
+#include "data/batching.h"
 
 namespace normlab::analysis {
 
 FullDataHessian::FullDataHessian(model::Seq2Seq model, std::vector<data::Batch> batches,
                                  const LossOptions& loss, const std::string& params_regex,
-                                 const torch::Device& device, bool keep_graphs)
-    : model_(std::move(model)), batches_(std::move(batches)), loss_(loss), device_(device),
-      keep_graphs_(keep_graphs) {
+                                 const torch::Device& device, bool keep_graphs, core::ProcessGroup group)
+    : model_(std::move(model)), group_(std::move(group)), loss_(loss), device_(device), keep_graphs_(keep_graphs) {
   TORCH_CHECK(model_->precision() == model::Precision::kFp32,
               "Hessian-vector products run in fp32 or fp64, not ", model::to_string(model_->precision()));
   std::regex re;
@@ -36,12 +36,16 @@ FullDataHessian::FullDataHessian(model::Seq2Seq model, std::vector<data::Batch> 
   }
   if (params_.empty())
     throw std::invalid_argument("--params: '" + params_regex + "' matches no parameter name");
-  for (auto& b : batches_) {
+  const data::Shard shard{group_.rank(), group_.size()};
+  for (size_t k = 0; k < batches.size(); ++k) {
+    auto& b = batches[k];
     tokens_ += b.target_tokens;
     sentences_ += b.src.size(0);
+    if (!shard.owns(static_cast<int64_t>(k))) continue;
     b.src = b.src.to(device_);
     b.prev_output_tokens = b.prev_output_tokens.to(device_);
     b.target = b.target.to(device_);
+    batches_.push_back(std::move(b));
   }
   if (tokens_ == 0) throw std::invalid_argument("the data set has no target tokens");
 }
@@ -81,7 +85,8 @@ torch::Tensor FullDataHessian::hvp(const torch::Tensor& v) const {
              !written);
     written = true;
   }
-  if (!written) out.zero_();  // no batch's gradient depends on θ
+  if (!written) out.zero_();  // no batch (of this rank's share) depends on θ
+  group_.all_reduce_sum(out);
   return out.to(v.device(), v.scalar_type());
 }
 
@@ -99,13 +104,17 @@ std::vector<std::pair<size_t, torch::Tensor>> FullDataHessian::first_order(size_
 std::pair<torch::Tensor, double> FullDataHessian::gradient() const {
   auto out = result_buffer();
   double loss = 0.0;
-  for (size_t b = 0; b < batches_.size(); ++b) {  // at least one batch (the constructor)
+  if (batches_.empty()) out.zero_();  // a rank without a batch
+  for (size_t b = 0; b < batches_.size(); ++b) {
     torch::AutoGradMode grad_mode(true);
     auto l = batch_loss(batches_[b]);
     loss += l.item<double>();
     add_into(out, torch::autograd::grad({l}, inputs_, {}, false, false, /*allow_unused=*/true), b == 0);
   }
-  return {out, loss};
+  group_.all_reduce_sum(out);
+  auto total = torch::tensor({loss}, torch::kDouble);
+  group_.all_reduce_sum(total);
+  return {out, total.item<double>()};
 }
 
 torch::Tensor FullDataHessian::result_buffer() const {

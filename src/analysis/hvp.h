@@ -11,6 +11,7 @@
 
 #include <torch/types.h>
 
+#include "core/process_group.h"
 #include "data/batch.h"
 #include "model/seq2seq.h"
 #include "train/loss.h"
@@ -34,8 +35,11 @@ class FullDataHessian {
   // keep_graphs: keep every batch's first-order gradient with its autograd graph after the
   // first product, so that each later product costs only the double backward (PyHessian's
   // single-batch mode keeps its one graph the same way); memory: all batches' graphs at once.
+  // With several ranks in `group`, every rank is given the whole set's batches, keeps every
+  // WORLD_SIZE-th, and each product and gradient is the all-reduced sum: the same on every rank.
   FullDataHessian(model::Seq2Seq model, std::vector<data::Batch> batches, const LossOptions& loss,
-                  const std::string& params_regex, const torch::Device& device, bool keep_graphs = false);
+                  const std::string& params_regex, const torch::Device& device, bool keep_graphs = false,
+                  core::ProcessGroup group = core::ProcessGroup());
 
   int64_t dim() const { return dim_; }
   int64_t tokens() const { return tokens_; }        // target tokens of the whole set
@@ -69,7 +73,8 @@ class FullDataHessian {
   void add_into(torch::Tensor& out, const std::vector<torch::Tensor>& parts, bool first) const;
 
   mutable model::Seq2Seq model_;  // forward() is not const
-  std::vector<data::Batch> batches_;
+  std::vector<data::Batch> batches_;  // this rank's share
+  mutable core::ProcessGroup group_;
   LossOptions loss_;
   torch::Device device_;
   std::vector<std::pair<std::string, torch::Tensor>> params_;

@@ -15,6 +15,7 @@
 #include "core/file_io.h"
 #include "core/hash.h"
 #include "core/problems.h"
+#include "core/same_job.h"
 #include "core/tokens.h"
 #include "data/cache.h"
 #include "data/corpus.h"
@@ -163,25 +164,6 @@ double valid_bleu(model::Seq2Seq& net, const Corpus& corpus, BleuValidator& bleu
     }
   }
   return bleu.score(hyps);
-}
-
-// Every rank must run the same experiment on the same data from the same checkpoint: else one
-// error on every rank, naming the first difference from rank 0.
-void check_same_job(const nlohmann::json& job, core::ProcessGroup& group) {
-  if (group.size() == 1) return;
-  const auto all = group.all_gather(job.dump());
-  const auto ref = nlohmann::json::parse(all[0]);
-  for (size_t r = 1; r < all.size(); ++r) {
-    const auto other = nlohmann::json::parse(all[r]);
-    if (other == ref) continue;
-    const std::string path = nlohmann::json::diff(ref, other).front().at("path");
-    const nlohmann::json::json_pointer at(path);
-    auto value = [&](const nlohmann::json& j) { return j.contains(at) ? j.at(at).dump() : std::string("absent"); };
-    throw std::invalid_argument("rank " + std::to_string(r) + " runs another job than rank 0: " + path + " is " +
-                                value(ref) + " on rank 0 but " + value(other) + " on rank " + std::to_string(r) +
-                                " (every rank needs the same options and data files, and must see RUN_DIR: a "
-                                "file system they share)");
-  }
 }
 
 std::string rng_key(int rank) { return rank == 0 ? kRngKey : std::string(kRngKey) + "/rank" + std::to_string(rank); }
@@ -412,10 +394,10 @@ TrainResult train(const TrainConfig& c, const TrainHooks& hooks, const torch::De
     auto fingerprint = [&](const Corpus& corpus) {
       return core::hash_hex(data::corpus_cache_key(corpus.files, vocab_bytes));
     };
-    check_same_job({{"config", config_json},
-                    {"data", {{"train", fingerprint(train_corpus)}, {"valid", fingerprint(valid_corpus)}}},
-                    {"resume", {{"update", resumed ? pos.update : -1}}}},
-                   group);
+    core::check_same_job({{"config", config_json},
+                          {"data", {{"train", fingerprint(train_corpus)}, {"valid", fingerprint(valid_corpus)}}},
+                          {"resume", {{"update", resumed ? pos.update : -1}}}},
+                         group);
   }
   if (writer) core::write_file_atomic((run / "config.json").string(), config_json.dump(2) + "\n");
 

@@ -9,6 +9,8 @@
   --resume gives the uninterrupted run's coefficients bit for bit.
 --case outputs: the result-file contract (hessian.json keys, density.csv integrating to 1,
   per_block.csv with one row per block).
+--case distributed: two ranks (issue 16 §3) give the one-process result within float32
+  summation tolerance.
 """
 import argparse
 import csv
@@ -17,6 +19,7 @@ import math
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -172,17 +175,55 @@ def case_outputs(normlab, data, work):
     assert max(float(b["lambda_max"]) for b in blocks) <= res["lambda_max"] * (1 + 1e-6) + 1e-12
 
 
+def case_distributed(normlab, data, work):
+    """Two ranks (Gloo on 127.0.0.1, as torchrun would start them) each take every other batch;
+    products and gradients are all-reduced, so Lanczos runs alike on both: the result equals the
+    one-process run within float32 summation (the sums are taken in another order); rank 0
+    alone writes OUT and speaks."""
+    prefix, spm, ckpt = setup(normlab, data, work)
+    common = ["--threads", 1, "hessian", "--checkpoint", ckpt, "--vocab", spm, "--data", prefix,
+              "--max-sentences", 48, "--max-tokens", 300, "--dtype", "float32", "--steps", 12,
+              "--trace-samples", 2, "--per-block", "--per-block-steps", 4]
+    one, two = os.path.join(work, "one"), os.path.join(work, "two")
+    run(normlab, *common, "--out", one)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    procs = [subprocess.Popen([str(c) for c in [normlab, *common, "--out", two, "--dist-timeout", 30]],
+                              env=dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+                                       WORLD_SIZE="2", RANK=str(r)),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for r in range(2)]
+    errs = [p.communicate(timeout=120)[1] for p in procs]
+    assert all(p.returncode == 0 for p in procs), errs
+    assert errs[1] == "" and "lambda_max" in errs[0], errs
+    a, b = (json.load(open(os.path.join(d, "hessian.json"))) for d in (one, two))
+    assert a["tokens"] == b["tokens"] and a["sentences"] == b["sentences"]
+    close = lambda x, y, tol=1e-4: abs(x - y) <= tol * max(abs(x), abs(y), 1e-12)
+    for key in ("lambda_max", "lambda_min", "trace"):
+        assert close(a[key], b[key]), (key, a[key], b[key])
+    for x, y in zip(a["probes"][0]["alpha"][:6], b["probes"][0]["alpha"][:6]):
+        assert close(x, y), (a["probes"][0]["alpha"], b["probes"][0]["alpha"])
+    one_blocks = list(csv.DictReader(open(os.path.join(one, "per_block.csv"))))
+    two_blocks = list(csv.DictReader(open(os.path.join(two, "per_block.csv"))))
+    assert [r["block"] for r in one_blocks] == [r["block"] for r in two_blocks]
+    for r1, r2 in zip(one_blocks, two_blocks):
+        assert close(float(r1["lambda_max"]), float(r2["lambda_max"])), (r1, r2)
+    print(f"1 process: lambda_max {a['lambda_max']:.6g} trace {a['trace']:.6g}; "
+          f"2 ranks: lambda_max {b['lambda_max']:.6g} trace {b['trace']:.6g}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--normlab", required=True)
     ap.add_argument("--data", required=True, help="the shared data folder")
     ap.add_argument("--workdir", required=True)
-    ap.add_argument("--case", required=True, choices=["pyhessian", "resume", "outputs"])
+    ap.add_argument("--case", required=True, choices=["pyhessian", "resume", "outputs", "distributed"])
     a = ap.parse_args()
     if not os.path.exists(os.path.join(a.data, "multi30k", "val.de.gz")):
         print("SKIP: no Multi30k data")
         return
-    {"pyhessian": case_pyhessian, "resume": case_resume, "outputs": case_outputs}[a.case](
+    {"pyhessian": case_pyhessian, "resume": case_resume, "outputs": case_outputs,
+     "distributed": case_distributed}[a.case](
         a.normlab, a.data, os.path.join(a.workdir, a.case))
     print("ok")
 
