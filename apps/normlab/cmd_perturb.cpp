@@ -1,7 +1,10 @@
 // `normlab perturb`: output change against depth under a small change of every weight matrix
 // (Liu et al. 2020; docs/probe.md).
+#include <optional>
+
 #include "analysis/perturb.h"
 #include "commands.h"
+#include "core/dir_lock.h"
 #include "input_options.h"
 #include "model_options.h"
 #include "precision_option.h"
@@ -45,6 +48,8 @@ Runner add_perturb_command(CLI::App& app, const GlobalOptions&) {
     if (schemes->count() == 0) c.schemes = {o->model.scheme_name()};
     c.delta = analysis::parse_delta_kind(o->delta);
     c.inputs.max_positions = c.model.max_positions;
+    std::optional<core::DirLock> lock;  // one writer per OUT (an empty --out is run_perturb's to report)
+    if (!c.out.empty()) lock.emplace(c.out, "normlab perturb");
     analysis::run_perturb(c);
   };
 }

@@ -1,7 +1,10 @@
 // `normlab probe`: gradients, hidden-state norms and LayerNorm Jacobians at initialisation;
 // `--sweep`: Theorem 1's last-layer gradient against depth and width (docs/probe.md).
+#include <optional>
+
 #include "analysis/probe.h"
 #include "commands.h"
+#include "core/dir_lock.h"
 #include "input_options.h"
 #include "model_options.h"
 #include "precision_option.h"
@@ -49,6 +52,8 @@ Runner add_probe_command(CLI::App& app, const GlobalOptions&) {
     c.dropout = !o->no_dropout;
     c.precision = model::parse_precision(o->precision);
     c.inputs.max_positions = c.model.max_positions;
+    std::optional<core::DirLock> lock;  // one writer per OUT (an empty --out is run_probe's to report)
+    if (!c.out.empty()) lock.emplace(c.out, "normlab probe");
     analysis::run_probe(c);
   };
 }

@@ -12,8 +12,10 @@ on Multi30k val, seconds each.
   the checkpoint). A port in use, a missing rank, another WORLD_SIZE and another option on one
   rank are one clear error each.
 - One writer per RUN_DIR: a second train into a folder in use gets one line naming it and the
-  holder's pid; a complete run started again changes nothing; a --max-steps stop inside an
-  epoch writes its last training record and a validation."""
+  holder's pid (hessian, probe and perturb lock OUT alike); a complete run started again
+  changes nothing; a --max-steps stop inside an epoch writes its last training record and a
+  validation."""
+import fcntl
 import hashlib
 import json
 import os
@@ -190,6 +192,18 @@ def main():
     recs = records(limited)
     check(r.returncode == 0 and [x["step"] for x in recs if "valid_loss" in x] == [3, 5],
           f"a larger limit continues, keeping the mid-epoch validation: {recs}")
+    # The analysis commands lock OUT the same way: a folder held (here by this script's flock,
+    # the pid in .lock) is refused before any work.
+    held = w("held")
+    os.makedirs(held)
+    with open(os.path.join(held, ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        lock.write(f"{os.getpid()}\n")
+        lock.flush()
+        for cmd in (["hessian", "--data", prefix], ["probe"], ["perturb"]):
+            r = subprocess.run([args.normlab, *cmd, "--out", held], capture_output=True, text=True)
+            check(r.returncode == 2 and f"{held} is in use by another normlab process (pid {os.getpid()})" in r.stderr,
+                  f"{cmd[0]} into a folder in use: {r.returncode} {r.stderr}")
     return check.finish()
 
 
