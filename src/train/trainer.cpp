@@ -501,20 +501,23 @@ TrainResult train(const TrainConfig& c, const TrainHooks& hooks, const torch::De
   };
   auto log_clock = Clock::now();
   Sums window;  // since the last metrics record
+  double sync_s = 0;  // since the last record: in the collectives of several ranks (their waiting included)
   double lr = 0, grad_norm = 0;  // of the last update
   // The training record of the updates since the last one (every --log-interval, and at the end).
   auto record_window = [&](int64_t n_batches) {
     if (window.tokens == 0) return;
     const double secs = std::chrono::duration<double>(Clock::now() - log_clock).count();
-    log.record({{"step", pos.update},
-                {"epoch", pos.epoch},
-                {"lr", lr},
-                {"loss", window.loss / window.tokens},
-                {"nll", window.nll / window.tokens},
-                {"grad_norm", grad_norm},
-                {"tokens", window.tokens},
-                {"tokens_per_s", tokens_since_log / secs},
-                {"wall_s", wall()}});
+    nlohmann::json record = {{"step", pos.update},
+                             {"epoch", pos.epoch},
+                             {"lr", lr},
+                             {"loss", window.loss / window.tokens},
+                             {"nll", window.nll / window.tokens},
+                             {"grad_norm", grad_norm},
+                             {"tokens", window.tokens},
+                             {"tokens_per_s", tokens_since_log / secs},
+                             {"wall_s", wall()}};
+    if (group.size() > 1) record["sync_s"] = sync_s;
+    log.record(record);
     std::ostringstream line;
     line << std::fixed << std::setprecision(3) << "epoch " << pos.epoch << " | update " << pos.update
          << " | batch " << pos.next_batch << "/" << n_batches << " | loss " << window.loss / window.tokens
@@ -523,6 +526,7 @@ TrainResult train(const TrainConfig& c, const TrainHooks& hooks, const torch::De
          << " tok/s | ETA " << eta();
     log.line(line.str());
     window = Sums{};
+    sync_s = 0;
     tokens_since_log = 0;
     log_clock = Clock::now();
   };
@@ -589,6 +593,7 @@ TrainResult train(const TrainConfig& c, const TrainHooks& hooks, const torch::De
         update.tokens += s.tokens;
       }
       pos.next_batch += span;
+      const auto sync_start = Clock::now();
       update = all_reduced(update, group);
       if (!std::isfinite(update.loss)) {
         log.record({{"event", "diverged"}, {"step", pos.update + 1}, {"epoch", pos.epoch}, {"loss", nullptr}});
@@ -599,6 +604,7 @@ TrainResult train(const TrainConfig& c, const TrainHooks& hooks, const torch::De
         break;
       }
       reducer.all_reduce();
+      sync_s += std::chrono::duration<double>(Clock::now() - sync_start).count();
       for (auto& p : net->parameters())
         if (p.grad().defined()) p.grad().div_(static_cast<double>(update.tokens));
       grad_norm = clip_grad_norm(net->parameters(), c.clip_norm);
