@@ -160,6 +160,11 @@ def main():
                       (argv(w("lrs"), *quick, "--lr", "2e-3"), env(1, 2, port))], timeout=60)
     check(all(rc == 2 and "rank 1 runs another job than rank 0: /config/schedule/lr is 0.001 on rank 0 but 0.002 on rank 1" in err for rc, err in results),
           f"another --lr on rank 1: {results}")
+    port = free_port()
+    results = launch([(argv(w("twice"), "--max-steps", "60", "--dist-timeout", "20"), env(r, 2, port))
+                      for r in (0, 1, 1)], timeout=120)  # long enough for the third process to arrive
+    check(sorted(rc for rc, _ in results) == [0, 0, 2] and
+          sum("rank 1 was started twice" in err for _, err in results) == 1, f"a rank started twice: {results}")
     [(rc, err)] = launch([(argv(w("bad"), *quick), env(0, 2, free_port(), RANK="2"))], timeout=60)
     check(rc == 2 and "RANK=2" in err, f"RANK outside WORLD_SIZE: {rc} {err}")
 
