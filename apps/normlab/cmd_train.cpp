@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "analysis/curvature.h"
 #include "analysis/trace.h"
 #include "commands.h"
 #include "core/runtime.h"
@@ -59,6 +60,7 @@ Runner add_train_command(CLI::App& app, const GlobalOptions& global) {
     ModelOptions model;
     std::string optimizer = "adamw", betas = "0.9,0.98", radam_fallback = "skip";
     std::string schedule = "inverse-sqrt", ls_formula = "uniform", best_metric = "loss";
+    std::string adam_init_v = "zero", preconditioner = "next";
     std::string precision = "fp32";
     DistCliOptions dist;
   };
@@ -94,6 +96,9 @@ Runner add_train_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--momentum", c.optimizer.momentum, "SGD momentum")->capture_default_str()->group(opt);
   cmd->add_flag("--nesterov", c.optimizer.nesterov, "SGD with Nesterov momentum")->group(opt);
   cmd->add_option("--radam-fallback", o->radam_fallback, "RAdam before rectification: skip|sgd")
+      ->capture_default_str()->group(opt);
+  cmd->add_option("--adam-init-v", o->adam_init_v,
+                  "Adam's second moment before the first update: zero|grad-squared (GI-Adam: v0 = g0^2)")
       ->capture_default_str()->group(opt);
   cmd->add_option("--clip-norm", c.clip_norm, "clip the gradient's 2-norm (0: off)")
       ->capture_default_str()->group(opt);
@@ -137,6 +142,18 @@ Runner add_train_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--trace-params", c.trace.params, "parameters to trace, comma-separated")
       ->delimiter(',')->capture_default_str()->group(lim);
 
+  const std::string cv = "Curvature during training (docs/curvature.md)";
+  cmd->add_option("--curvature-every", c.curvature.every,
+                  "sharpness (and Adam's preconditioned sharpness) at update 0 and every N updates: "
+                  "RUN_DIR/curvature.jsonl (0: off)")->capture_default_str()->group(cv);
+  cmd->add_option("--curvature-sentences", c.curvature.sentences, "the probe set: the first N validation pairs")
+      ->capture_default_str()->group(cv);
+  cmd->add_option("--curvature-steps", c.curvature.steps, "Lanczos steps per measurement (warm-started)")
+      ->capture_default_str()->group(cv);
+  cmd->add_option("--curvature-preconditioner", o->preconditioner,
+                  "Adam's P: next (Kalra & Barkeshli: v_{t+1}, bias corrections) | current (v_t, the last update's)")
+      ->capture_default_str()->group(cv);
+
   const std::string ev = "Validation BLEU (docs/translate.md)";
   cmd->add_flag("--eval-bleu", c.eval_bleu, "beam-search the validation set every epoch: valid_bleu in metrics.jsonl")
       ->group(ev);
@@ -150,6 +167,8 @@ Runner add_train_command(CLI::App& app, const GlobalOptions& global) {
     c.optimizer.kind = train::parse_optimizer_kind(o->optimizer);
     c.optimizer.betas = train::parse_betas(o->betas);
     c.optimizer.radam_fallback = train::parse_radam_fallback(o->radam_fallback);
+    c.optimizer.adam_init_v = train::parse_adam_init_v(o->adam_init_v);
+    c.curvature.preconditioner = train::parse_preconditioner(o->preconditioner);
     c.schedule.kind = train::parse_schedule_kind(o->schedule);
     c.schedule.max_steps = c.max_steps;
     c.ls_formula = train::parse_label_smoothing_formula(o->ls_formula);
@@ -164,6 +183,13 @@ Runner add_train_command(CLI::App& app, const GlobalOptions& global) {
       return std::make_unique<analysis::Tracer>(trace, std::move(net), dir, done_steps);
     };
     auto job = join_job(o->dist, core::resolve_device(global.device));
+    const analysis::LossOptions loss{c.label_smoothing, c.ls_formula};
+    hooks.make_curvature = [&job, loss](const train::CurvatureConfig& config, model::Seq2Seq net,
+                                        std::vector<data::Batch> probe, const std::string& file, int64_t done,
+                                        bool writes) {
+      return std::make_unique<analysis::CurvatureSeries>(config, std::move(net), std::move(probe), loss, job.device,
+                                                         file, done, writes, job.group);
+    };
     const auto result = train::train(c, hooks, job.device, job.group);
     if (result.diverged && c.fail_on_divergence)
       throw ExitCode{3, "training diverged at update " + std::to_string(result.updates + 1) +

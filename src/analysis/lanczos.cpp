@@ -58,7 +58,12 @@ void lanczos_continue(const LinearOperator& op, int64_t steps, LanczosState& s,
   s.basis = s.basis.narrow(0, 0, rows);
 }
 
-TridiagonalEigen tridiagonal_eigen(const std::vector<double>& alpha, const std::vector<double>& beta) {
+namespace {
+
+// T's eigenvalues (ascending) and eigenvectors (columns), float64: diagonal alpha, off-diagonal
+// beta[0..m-2].
+std::tuple<torch::Tensor, torch::Tensor> tridiagonal_eigh(const std::vector<double>& alpha,
+                                                          const std::vector<double>& beta) {
   const auto m = static_cast<int64_t>(alpha.size());
   TORCH_CHECK(m > 0, "tridiagonal_eigen: no Lanczos steps");
   auto t = torch::zeros({m, m}, torch::kFloat64);
@@ -67,7 +72,22 @@ TridiagonalEigen tridiagonal_eigen(const std::vector<double>& alpha, const std::
     a[i][i] = alpha[i];
     if (i + 1 < m) a[i][i + 1] = a[i + 1][i] = beta[i];
   }
-  auto [values, vectors] = torch::linalg_eigh(t);  // ascending
+  return torch::linalg_eigh(t);
+}
+
+}  // namespace
+
+TopRitz top_ritz(const LanczosState& state) {
+  auto [values, vectors] = tridiagonal_eigh(state.alpha, state.beta);
+  const int64_t m = state.steps();
+  auto y = vectors.select(1, m - 1).to(state.basis.scalar_type());  // (m)
+  auto v = state.basis.narrow(0, 0, m).t().mv(y);                   // (n)
+  return {values[m - 1].item<double>(), v / v.norm()};
+}
+
+TridiagonalEigen tridiagonal_eigen(const std::vector<double>& alpha, const std::vector<double>& beta) {
+  const auto m = static_cast<int64_t>(alpha.size());
+  auto [values, vectors] = tridiagonal_eigh(alpha, beta);  // ascending
   auto first = vectors[0].square().contiguous();
   TridiagonalEigen e;
   e.nodes.assign(values.data_ptr<double>(), values.data_ptr<double>() + m);

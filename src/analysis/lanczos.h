@@ -42,6 +42,14 @@ struct TridiagonalEigen {
 };
 TridiagonalEigen tridiagonal_eigen(const std::vector<double>& alpha, const std::vector<double>& beta);
 
+// The largest Ritz value of a Lanczos run and its Ritz vector (n), unit norm: the basis rows
+// combined by T's top eigenvector; a warm start for the next run on a nearby operator.
+struct TopRitz {
+  double value = 0.0;
+  torch::Tensor vector;
+};
+TopRitz top_ritz(const LanczosState& state);
+
 // Rademacher vector (+-1 with probability 1/2 each) of n entries from its own generator
 // seeded with `seed`, so that probe p depends on (seed, p) only.
 torch::Tensor rademacher(int64_t n, uint64_t seed, torch::Dtype dtype);

@@ -50,6 +50,7 @@ std::string to_string(OptimizerKind k) {
 }
 
 std::string to_string(RAdamFallback f) { return f == RAdamFallback::kSkip ? "skip" : "sgd"; }
+std::string to_string(AdamInitV v) { return v == AdamInitV::kZero ? "zero" : "grad-squared"; }
 
 OptimizerKind parse_optimizer_kind(const std::string& s, const std::string& option) {
   for (auto k : {OptimizerKind::kSgd, OptimizerKind::kAdam, OptimizerKind::kAdamW,
@@ -62,6 +63,12 @@ RAdamFallback parse_radam_fallback(const std::string& s, const std::string& opti
   if (s == "skip") return RAdamFallback::kSkip;
   if (s == "sgd") return RAdamFallback::kSgd;
   throw std::invalid_argument(option + ": unknown value '" + s + "', expected skip|sgd");
+}
+
+AdamInitV parse_adam_init_v(const std::string& s, const std::string& option) {
+  if (s == "zero") return AdamInitV::kZero;
+  if (s == "grad-squared") return AdamInitV::kGradSquared;
+  throw std::invalid_argument(option + ": unknown value '" + s + "', expected zero|grad-squared");
 }
 
 std::array<double, 2> parse_betas(const std::string& s, const std::string& option) {
@@ -105,6 +112,8 @@ std::vector<std::string> OptimizerConfig::problems() const {
                   to_string(kind) + " (the Adam family's momentum is --betas)");
   if (kind != OptimizerKind::kRAdam && radam_fallback != RAdamFallback::kSkip)
     out.push_back("--radam-fallback applies to --optimizer radam only, not " + to_string(kind));
+  if (kind == OptimizerKind::kSgd && adam_init_v != AdamInitV::kZero)
+    out.push_back("--adam-init-v applies to the Adam family (adam, adamw, radam), not sgd");
   return out;
 }
 
@@ -152,6 +161,13 @@ void Optimizer::step(double lr, bool record_updates) {
   ++steps_;
 }
 
+// m_0 = 0; v_0 = 0, or g_0^2 for GI-Adam (then v_1 = beta2 g_0^2 + (1 - beta2) g_0^2 = g_0^2).
+void Optimizer::init_moments(Slot& s, const torch::Tensor& p, const torch::Tensor& g) const {
+  s.exp_avg = torch::zeros_like(p, torch::MemoryFormat::Preserve);
+  s.exp_avg_sq = config_.adam_init_v == AdamInitV::kGradSquared ? g.square()
+                                                                : torch::zeros_like(p, torch::MemoryFormat::Preserve);
+}
+
 // One parameter. The operations follow torch.optim's single-tensor code (sgd.py, adam.py,
 // PyTorch 2.x) and RAdam's authors' radam.py, in their order, so that float64 runs agree to
 // rounding.
@@ -175,10 +191,6 @@ void Optimizer::update(torch::Tensor& p, const torch::Tensor& grad, Slot& s, dou
     }
     case OptimizerKind::kAdam:
     case OptimizerKind::kAdamW: {
-      if (!s.exp_avg.defined()) {
-        s.exp_avg = torch::zeros_like(p, torch::MemoryFormat::Preserve);
-        s.exp_avg_sq = torch::zeros_like(p, torch::MemoryFormat::Preserve);
-      }
       ++s.step;
       auto g = grad;
       if (wd != 0.0) {
@@ -188,6 +200,7 @@ void Optimizer::update(torch::Tensor& p, const torch::Tensor& grad, Slot& s, dou
           g = grad.add(p, wd);  // L2 penalty in the gradient
         }
       }
+      if (!s.exp_avg.defined()) init_moments(s, p, g);
       s.exp_avg.lerp_(g, 1.0 - beta1);
       s.exp_avg_sq.mul_(beta2).addcmul_(g, g, 1.0 - beta2);
       const auto t = static_cast<double>(s.step);
@@ -200,10 +213,7 @@ void Optimizer::update(torch::Tensor& p, const torch::Tensor& grad, Slot& s, dou
       return;
     }
     case OptimizerKind::kRAdam: {
-      if (!s.exp_avg.defined()) {
-        s.exp_avg = torch::zeros_like(p, torch::MemoryFormat::Preserve);
-        s.exp_avg_sq = torch::zeros_like(p, torch::MemoryFormat::Preserve);
-      }
+      if (!s.exp_avg.defined()) init_moments(s, p, grad);
       s.exp_avg_sq.mul_(beta2).addcmul_(grad, grad, 1.0 - beta2);
       s.exp_avg.mul_(beta1).add_(grad, 1.0 - beta1);
       ++s.step;
@@ -341,7 +351,8 @@ void to_json(nlohmann::json& j, const OptimizerConfig& c) {
        {"weight_decay", c.weight_decay},
        {"momentum", c.momentum},
        {"nesterov", c.nesterov},
-       {"radam_fallback", to_string(c.radam_fallback)}};
+       {"radam_fallback", to_string(c.radam_fallback)},
+       {"adam_init_v", to_string(c.adam_init_v)}};
 }
 
 void from_json(const nlohmann::json& j, OptimizerConfig& c) {
@@ -356,6 +367,7 @@ void from_json(const nlohmann::json& j, OptimizerConfig& c) {
   j.at("nesterov").get_to(c.nesterov);
   c.radam_fallback = parse_radam_fallback(j.at("radam_fallback").get<std::string>(),
                                           "radam_fallback");
+  c.adam_init_v = parse_adam_init_v(j.value("adam_init_v", std::string("zero")), "adam_init_v");  // older runs: zero
 }
 
 }  // namespace normlab::train

@@ -26,12 +26,20 @@ enum class RAdamFallback {
   kSkip,  // no update at all (and no weight decay): the authors' current default
   kSgd,   // SGD with momentum: p -= lr / (1 - beta1^t) * m (authors' degenerated_to_sgd)
 };
+// The Adam family's second moment before the first update (REFERENCE §9).
+enum class AdamInitV {
+  kZero,         // v_0 = 0: torch.optim, fairseq
+  kGradSquared,  // v_0 = g_0^2, the first gradient squared, bias correction kept: GI-Adam
+                 // (Kalra & Barkeshli 2024)
+};
 std::string to_string(OptimizerKind k);
 std::string to_string(RAdamFallback f);
+std::string to_string(AdamInitV v);
 // Parsers throw std::invalid_argument naming `option`, the value and the choices.
 OptimizerKind parse_optimizer_kind(const std::string& s, const std::string& option = "--optimizer");
 RAdamFallback parse_radam_fallback(const std::string& s,
                                    const std::string& option = "--radam-fallback");
+AdamInitV parse_adam_init_v(const std::string& s, const std::string& option = "--adam-init-v");
 // "0.9,0.98" -> {0.9, 0.98}.
 std::array<double, 2> parse_betas(const std::string& s, const std::string& option = "--betas");
 
@@ -44,6 +52,7 @@ struct OptimizerConfig {
   double momentum = 0.0;                       // --momentum, sgd only
   bool nesterov = false;                       // --nesterov, sgd only, needs momentum > 0
   RAdamFallback radam_fallback = RAdamFallback::kSkip;  // --radam-fallback skip|sgd
+  AdamInitV adam_init_v = AdamInitV::kZero;             // --adam-init-v zero|grad-squared
 
   // Every problem at once, one message each naming the option (empty when valid).
   std::vector<std::string> problems() const;
@@ -84,6 +93,9 @@ class Optimizer {
 
   const NamedTensors& parameters() const { return params_; }
   const OptimizerConfig& config() const { return config_; }
+  // Parameter i's Adam-family second moment v and its update count t (undefined and 0 before
+  // its first update, and for SGD): what a preconditioner is made of (analysis/curvature.h).
+  std::pair<torch::Tensor, int64_t> second_moment(size_t i) const { return {slots_[i].exp_avg_sq, slots_[i].step}; }
 
  private:
   struct Slot {
@@ -91,6 +103,7 @@ class Optimizer {
     int64_t step = 0;                                    // updates of this parameter
   };
   void update(torch::Tensor& p, const torch::Tensor& grad, Slot& s, double lr);
+  void init_moments(Slot& s, const torch::Tensor& p, const torch::Tensor& g) const;
 
   NamedTensors params_;
   OptimizerConfig config_;

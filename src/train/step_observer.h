@@ -12,9 +12,12 @@
 
 #include <torch/types.h>
 
+#include "data/batch.h"
 #include "model/seq2seq.h"
 
 namespace normlab::train {
+
+class Optimizer;
 
 // The first-steps trace's options (RUN_DIR/trace/, docs/probe.md "Trace"); a part of the run's
 // configuration (config.json "output": trace_steps, trace_params).
@@ -41,6 +44,43 @@ class StepObserver {
   // The update made, p_new - p_old by parameter name (Optimizer::last_updates()).
   virtual void updates(const std::map<std::string, torch::Tensor>& made) = 0;
 };
+
+// `normlab train --curvature-every N` (docs/curvature.md, REFERENCE §9): sharpness on a fixed
+// probe set during training; a part of the run's configuration (config.json "curvature").
+enum class Preconditioner {
+  kCurrent,  // P = diag(sqrt(v_t / (1 - beta2^t)) + eps): the denominator of Adam's last update
+  kNext,     // P = (sqrt(v_{t+1} / (1 - beta2^{t+1})) + eps)(1 - beta1^{t+1}), v_{t+1} from the
+             // probe set's gradient: Kalra & Barkeshli's why-warmup code
+};
+std::string to_string(Preconditioner p);
+Preconditioner parse_preconditioner(const std::string& s);
+
+struct CurvatureConfig {
+  int64_t every = 0;       // measure at update 0 and after every N-th update (0: off, nothing done)
+  int64_t sentences = 64;  // the probe set: the first N validation pairs (dropout off)
+  int64_t steps = 20;      // Lanczos steps per measurement, warm-started from the last top Ritz vector
+  Preconditioner preconditioner = Preconditioner::kNext;  // for the Adam family
+  std::vector<std::string> problems() const;  // every problem, naming the option
+};
+
+// What the trainer calls for --curvature-every: measure(update, ...) at update 0 and after every
+// N-th update, with dropout-mode and precision restored afterwards by the observer.
+class CurvatureObserver {
+ public:
+  virtual ~CurvatureObserver() = default;
+  // After `update` updates (0: at initialisation), `next_lr` the rate of update + 1.
+  virtual void measure(int64_t update, double next_lr, const Optimizer& optimizer) = 0;
+  // What a resumed run needs to continue the series exactly (the warm-start vectors).
+  virtual std::map<std::string, torch::Tensor> state() const = 0;
+  virtual void load_state(const std::map<std::string, torch::Tensor>& state) = 0;
+};
+
+// Makes the curvature observer of a run: `net`, the probe set's batches, the file
+// RUN_DIR/curvature.jsonl (records after `done_updates` dropped), and whether this process
+// writes it (rank 0).
+using MakeCurvatureObserver = std::function<std::unique_ptr<CurvatureObserver>(
+    const CurvatureConfig& config, model::Seq2Seq net, std::vector<data::Batch> probe, const std::string& file,
+    int64_t done_updates, bool writes)>;
 
 // Makes the observer of a run: `net` on its device, the folder RUN_DIR/trace, and the updates
 // already made (a resumed run keeps the rows of those). Called once, only when

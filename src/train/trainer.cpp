@@ -228,6 +228,7 @@ std::vector<std::string> TrainConfig::problems() const {
   for (auto& p : optimizer.problems()) out.push_back(p);
   for (auto& p : schedule.problems()) out.push_back(p);
   for (auto& p : trace.problems()) out.push_back(p);
+  for (auto& p : curvature.problems()) out.push_back(p);
   if (best_metric == BestMetric::kBleu && !eval_bleu) out.push_back("--best-metric bleu needs --eval-bleu");
   return out;
 }
@@ -266,6 +267,11 @@ void to_json(nlohmann::json& j, const TrainConfig& c) {
          {"fail_on_divergence", c.fail_on_divergence},
          {"trace_steps", c.trace.steps},
          {"trace_params", c.trace.params}}},
+       {"curvature",
+        {{"every", c.curvature.every},
+         {"sentences", c.curvature.sentences},
+         {"steps", c.curvature.steps},
+         {"preconditioner", to_string(c.curvature.preconditioner)}}},
        {"eval",
         {{"eval_bleu", c.eval_bleu},
          {"best_metric", c.best_metric == BestMetric::kBleu ? "bleu" : "loss"}}}};
@@ -303,6 +309,8 @@ TrainResult train(const TrainConfig& c, const TrainHooks& hooks, const torch::De
   auto problems = c.problems();
   if (c.trace.steps > 0 && !hooks.make_observer)
     problems.push_back("--trace-steps: train() was given no step observer to make (TrainHooks)");
+  if (c.curvature.every > 0 && !hooks.make_curvature)
+    problems.push_back("--curvature-every: train() was given no curvature observer to make (TrainHooks)");
   if (c.trace.steps > 0 && group.size() > 1)
     problems.push_back("--trace-steps traces one process's steps: run it without a launcher (here WORLD_SIZE=" +
                        std::to_string(group.size()) + ")");
@@ -443,6 +451,7 @@ TrainResult train(const TrainConfig& c, const TrainHooks& hooks, const torch::De
     torch::manual_seed(rank_seed(c.seed, group.rank()));  // each rank its own dropout stream
   }
 
+  std::unique_ptr<CurvatureObserver> curvature;  // --curvature-every (below)
   const auto start = Clock::now();
   const double wall_before = pos.wall_s;
   auto wall = [&] { return wall_before + std::chrono::duration<double>(Clock::now() - start).count(); };
@@ -453,6 +462,8 @@ TrainResult train(const TrainConfig& c, const TrainHooks& hooks, const torch::De
     model::TensorMap extra;
     for (const auto& [k, v] : optimizer.state()) extra[kOptimizerPrefix + k] = v;
     for (size_t r = 0; r < streams.size(); ++r) extra[rng_key(static_cast<int>(r))] = model::bytes_tensor(streams[r]);
+    if (curvature)
+      for (const auto& [k, v] : curvature->state()) extra[k] = v;
     extra[model::kVocabTensor] = model::bytes_tensor(vocab_bytes);
     nlohmann::json meta = {{"config", config_json},
                            {"position",
@@ -477,6 +488,20 @@ TrainResult train(const TrainConfig& c, const TrainHooks& hooks, const torch::De
               [](const fs::path& a, const fs::path& b) { return fs::last_write_time(a) > fs::last_write_time(b); });
     for (size_t i = static_cast<size_t>(c.keep_last); i < numbered.size(); ++i) fs::remove(numbered[i]);
   };
+
+  // Curvature on the probe set (--curvature-every): the first --curvature-sentences validation
+  // pairs, batched as validation batches them; measured at update 0 and every N updates.
+  if (c.curvature.every > 0) {
+    const auto n = std::min<size_t>(static_cast<size_t>(c.curvature.sentences), valid_corpus.kept.size());
+    const std::vector<int64_t> first(valid_corpus.kept.begin(), valid_corpus.kept.begin() + static_cast<int64_t>(n));
+    std::vector<data::Batch> probe;
+    for (const auto& b : data::make_batches(valid_corpus.sizes, first, c.batching, c.seed, 0))
+      probe.push_back(gather(valid_corpus, b));
+    curvature = hooks.make_curvature(c.curvature, net, std::move(probe), (run / "curvature.jsonl").string(),
+                                     pos.update, writer);
+    if (resumed) curvature->load_state(resumed->extra_tensors);
+    if (pos.update == 0) curvature->measure(0, learning_rate(c.schedule, 1, pos.epoch), optimizer);
+  }
 
   // The first-steps trace (--trace-steps): nothing exists, and nothing is done per step, when it is off.
   std::unique_ptr<StepObserver> observer;
@@ -619,6 +644,8 @@ TrainResult train(const TrainConfig& c, const TrainHooks& hooks, const torch::De
       tokens_since_log += update.tokens;
 
       if (pos.update % c.log_interval == 0) record_window(n_batches);
+      if (curvature && pos.update % c.curvature.every == 0)
+        curvature->measure(pos.update, learning_rate(c.schedule, pos.update + 1, pos.epoch), optimizer);
       if (c.save_interval_updates > 0 && pos.update % c.save_interval_updates == 0) {
         save({"checkpoint_" + std::to_string(pos.epoch) + "_" + std::to_string(pos.update) + ".pt",
               "checkpoint_last.pt"});

@@ -65,6 +65,7 @@ struct TrainConfig {
   uint64_t seed = 1;
   bool fail_on_divergence = false;   // exit non-zero when the loss becomes NaN or infinite
   TraceConfig trace;                 // --trace-steps/--trace-params: RUN_DIR/trace/ (docs/probe.md)
+  CurvatureConfig curvature;         // --curvature-*: RUN_DIR/curvature.jsonl (docs/curvature.md)
   // Validation BLEU (docs/translate.md); the decoder's options are the BleuValidator's
   bool eval_bleu = false;            // beam-search the validation set every epoch: valid_bleu
   BestMetric best_metric = BestMetric::kLoss;
@@ -91,6 +92,7 @@ struct TrainResult {
 // GUIDE.md's data flow (analysis/, decode/, metrics/). apps/normlab/cmd_train.cpp wires them in.
 struct TrainHooks {
   MakeStepObserver make_observer;  // required when config.trace.steps > 0 (analysis::Tracer)
+  MakeCurvatureObserver make_curvature;  // required when config.curvature.every > 0 (analysis::CurvatureSeries)
   // Its options go into config.json (cmd_train always gives one); required under --eval-bleu.
   BleuValidator* bleu = nullptr;
 };

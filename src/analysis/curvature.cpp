@@ -1,0 +1,169 @@
+#include "analysis/curvature.h"
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include "core/file_io.h"
+
+namespace normlab::analysis {
+namespace {
+
+constexpr const char* kSharpnessKey = "curvature/sharpness_start";
+constexpr const char* kPreconditionedKey = "curvature/preconditioned_start";
+constexpr uint64_t kStartSeed = 20211007;  // the first measurement's Rademacher start vectors
+
+// JSON has no infinity: an infinite threshold (lr = 0) is written as null.
+nlohmann::json finite_or_null(double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(); }
+
+// Keeps the records of updates <= `update` (a resumed run writes the later ones again). Atomic.
+void truncate_records(const std::string& file, int64_t update) {
+  if (!std::filesystem::exists(file)) return;
+  std::ifstream in(file);
+  std::string kept;
+  for (std::string line; std::getline(in, line);) {
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (!j.is_discarded() && j.value("step", int64_t{0}) <= update) kept += line + "\n";
+  }
+  core::write_file_atomic(file, kept);
+}
+
+}  // namespace
+
+bool preconditioned(const train::OptimizerConfig& optimizer) {
+  return optimizer.kind != train::OptimizerKind::kSgd;
+}
+
+double stability_threshold(const train::OptimizerConfig& optimizer, double lr) {
+  if (!(lr > 0)) return std::numeric_limits<double>::infinity();
+  if (!preconditioned(optimizer)) return (2.0 + 2.0 * optimizer.momentum) / lr;  // momentum 0: 2/lr
+  const double beta1 = optimizer.betas[0];
+  return (2.0 + 2.0 * beta1) / ((1.0 - beta1) * lr);  // 38/lr at beta1 = 0.9
+}
+
+torch::Tensor adam_preconditioner(const train::Optimizer& optimizer, const FullDataHessian& hessian,
+                                  train::Preconditioner kind, const torch::Tensor& gradient) {
+  const auto& c = optimizer.config();
+  const auto [beta1, beta2] = c.betas;
+  std::map<std::string, size_t> index;
+  for (size_t i = 0; i < optimizer.parameters().size(); ++i) index[optimizer.parameters()[i].first] = i;
+  auto out = torch::empty({hessian.dim()}, torch::TensorOptions().dtype(hessian.dtype()));
+  for (size_t i = 0; i < hessian.params().size(); ++i) {
+    const auto& [name, p] = hessian.params()[i];
+    const auto found = index.find(name);
+    if (found == index.end()) throw std::invalid_argument("adam_preconditioner: no optimiser state for " + name);
+    auto [v, t] = optimizer.second_moment(found->second);
+    auto slice = out.narrow(0, hessian.offset(i), p.numel());
+    auto v_t = v.defined() ? v.detach().reshape(-1).to(slice.dtype()) : torch::zeros_like(slice);
+    if (kind == train::Preconditioner::kCurrent) {
+      // The denominator of update t: sqrt(v_t / (1 - beta2^t)) + eps (v_t = 0 before any: eps).
+      const double bc2 = t > 0 ? 1.0 - std::pow(beta2, static_cast<double>(t)) : 1.0;
+      slice.copy_((v_t / bc2).sqrt_().add_(c.eps));
+    } else {
+      // Kalra & Barkeshli's (why-warmup, pre_hessian_lobpcg_custom_step): the second moment the
+      // next update would have, bias-corrected, and the first moment's correction 1 - beta1^{t+1}.
+      auto g = gradient.narrow(0, hessian.offset(i), p.numel()).to(slice.dtype());
+      auto v_next = (t == 0 && c.adam_init_v == train::AdamInitV::kGradSquared)
+                        ? g.square()
+                        : v_t.mul(beta2).addcmul_(g, g, 1.0 - beta2);
+      const double next = static_cast<double>(t + 1);
+      const double bc2 = 1.0 - std::pow(beta2, next), bc1 = 1.0 - std::pow(beta1, next);
+      slice.copy_((v_next / bc2).sqrt_().add_(c.eps).mul_(bc1));
+    }
+  }
+  return out;
+}
+
+TopRitz largest_eigenvalue(const LinearOperator& op, const torch::Tensor& start, int64_t steps) {
+  auto state = lanczos_start(start);
+  lanczos_continue(op, steps, state);
+  return top_ritz(state);
+}
+
+CurvatureSeries::CurvatureSeries(const train::CurvatureConfig& config, model::Seq2Seq net,
+                                 std::vector<data::Batch> probe, const LossOptions& loss,
+                                 const torch::Device& device, std::string file, int64_t done_updates, bool writes,
+                                 core::ProcessGroup group)
+    : config_(config), net_(std::move(net)), probe_(std::move(probe)), loss_(loss), device_(device),
+      file_(std::move(file)), writes_(writes), group_(std::move(group)) {
+  if (writes_) truncate_records(file_, done_updates);
+}
+
+void CurvatureSeries::measure(int64_t update, double next_lr, const train::Optimizer& optimizer) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const bool was_training = net_->is_training();
+  const auto precision = net_->precision();
+  net_->set_precision(model::Precision::kFp32);  // HVPs in fp32 (REFERENCE §7)
+  // Dropout off (the constructor sets eval mode) and the run's loss, on the probe set.
+  FullDataHessian h(net_, probe_, loss_, ".*", device_, /*keep_graphs=*/false, group_);
+  const auto dtype = h.dtype();
+  const auto& oc = optimizer.config();
+  int64_t hvps = 0;
+  const LinearOperator hvp = [&](const torch::Tensor& v) {
+    ++hvps;
+    return h.hvp(v);
+  };
+  auto start = [&](const torch::Tensor& last, uint64_t seed) {
+    return last.defined() ? last.to(dtype) : rademacher(h.dim(), kStartSeed + seed, dtype);
+  };
+  const auto sharp = largest_eigenvalue(hvp, start(sharpness_start_, 0), config_.steps);
+  sharpness_start_ = sharp.vector;
+  auto gradient_descent = oc;  // lambda_1(H)'s own threshold: the run's SGD, or plain gradient descent
+  if (preconditioned(oc)) gradient_descent = train::OptimizerConfig{train::OptimizerKind::kSgd};
+  nlohmann::json record = {{"step", update},
+                           {"lr", next_lr},
+                           {"lambda_max", sharp.value},
+                           {"sgd_threshold", finite_or_null(stability_threshold(gradient_descent, next_lr))}};
+  double quantity = sharp.value;
+  if (preconditioned(oc)) {
+    record["preconditioner"] = train::to_string(config_.preconditioner);
+    const bool no_state = optimizer.steps() == 0;
+    if (config_.preconditioner == train::Preconditioner::kCurrent && no_state) {
+      record["preconditioned_lambda_max"] = nullptr;  // no update yet: v_t = 0, P = eps
+      quantity = NAN;
+    } else {
+      torch::Tensor gradient;
+      if (config_.preconditioner == train::Preconditioner::kNext) gradient = h.gradient().first.clone();
+      // lambda_1(P^-1 H) = lambda_1(P^-1/2 H P^-1/2), a symmetric operator (REFERENCE §9).
+      const auto d = adam_preconditioner(optimizer, h, config_.preconditioner, gradient).rsqrt();
+      const LinearOperator scaled = [&](const torch::Tensor& v) { return d * hvp(d * v); };
+      const auto pre = largest_eigenvalue(scaled, start(preconditioned_start_, 1), config_.steps);
+      preconditioned_start_ = pre.vector;
+      record["preconditioned_lambda_max"] = pre.value;
+      quantity = pre.value;
+    }
+    record["adam_threshold"] = finite_or_null(stability_threshold(oc, next_lr));
+  }
+  const double threshold = stability_threshold(oc, next_lr);
+  record["threshold"] = finite_or_null(threshold);
+  record["ratio"] = std::isfinite(quantity) && std::isfinite(threshold) ? nlohmann::json(quantity / threshold)
+                                                                        : nlohmann::json();
+  record["hvps"] = hvps;
+  record["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  net_->set_precision(precision);
+  net_->train(was_training);
+  if (!writes_) return;
+  std::ofstream out(file_, std::ios::app);
+  out << record.dump() << "\n";
+  if (!out.flush()) throw std::runtime_error("cannot append to " + file_);
+}
+
+std::map<std::string, torch::Tensor> CurvatureSeries::state() const {
+  std::map<std::string, torch::Tensor> s;
+  if (sharpness_start_.defined()) s[kSharpnessKey] = sharpness_start_;
+  if (preconditioned_start_.defined()) s[kPreconditionedKey] = preconditioned_start_;
+  return s;
+}
+
+void CurvatureSeries::load_state(const std::map<std::string, torch::Tensor>& state) {
+  if (auto it = state.find(kSharpnessKey); it != state.end()) sharpness_start_ = it->second;
+  if (auto it = state.find(kPreconditionedKey); it != state.end()) preconditioned_start_ = it->second;
+}
+
+}  // namespace normlab::analysis

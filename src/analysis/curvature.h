@@ -1,0 +1,65 @@
+// Curvature during training (REFERENCE §9; docs/curvature.md): the sharpness lambda_1(H) of the
+// training loss on a fixed probe set and, for the Adam family, the preconditioned sharpness
+// lambda_1(P^-1 H), each against the stability threshold of the step about to be taken.
+// RUN_DIR/curvature.jsonl, one record per measurement:
+//   step, lr (of the next update), lambda_max, sgd_threshold (2/lr, (2+2 beta)/lr with
+//   momentum), and for the Adam family preconditioned_lambda_max, adam_threshold
+//   ((2+2 beta1)/((1-beta1) lr)); threshold and ratio for the quantity that applies; hvps, seconds.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <torch/types.h>
+
+#include "analysis/hvp.h"
+#include "analysis/lanczos.h"
+#include "core/process_group.h"
+#include "train/optimizer.h"
+#include "train/step_observer.h"
+
+namespace normlab::analysis {
+
+// Whether the optimiser's quantity is the preconditioned sharpness (the Adam family).
+bool preconditioned(const train::OptimizerConfig& optimizer);
+// The threshold above which the next step is unstable on a quadratic of that curvature: 2/lr
+// (gradient descent), (2 + 2 beta)/lr (heavy-ball momentum beta), (2 + 2 beta1)/((1 - beta1) lr)
+// for the Adam family's preconditioned sharpness (Cohen et al. 2022). Infinite at lr = 0.
+double stability_threshold(const train::OptimizerConfig& optimizer, double lr);
+
+// P's diagonal (n), in `hessian`'s vector layout, from each parameter's Adam state (matched by
+// name): kCurrent from v_t, kNext from v_{t+1} = beta2 v_t + (1 - beta2) g^2 with `gradient`
+// (n) the probe set's (v_1 = g^2 for GI-Adam's first step). A parameter without state has v_t = 0.
+torch::Tensor adam_preconditioner(const train::Optimizer& optimizer, const FullDataHessian& hessian,
+                                  train::Preconditioner kind, const torch::Tensor& gradient);
+
+// lambda_1 of `op` by `steps` Lanczos steps from `start` (n), with its Ritz vector.
+TopRitz largest_eigenvalue(const LinearOperator& op, const torch::Tensor& start, int64_t steps);
+
+// The trainer's --curvature-every observer (made in apps/normlab/cmd_train.cpp).
+class CurvatureSeries final : public train::CurvatureObserver {
+ public:
+  // `probe`: the probe set's batches; `file`: RUN_DIR/curvature.jsonl, whose records after
+  // `done_updates` are dropped (a resumed run writes them again); only `writes` writes it.
+  CurvatureSeries(const train::CurvatureConfig& config, model::Seq2Seq net, std::vector<data::Batch> probe,
+                  const LossOptions& loss, const torch::Device& device, std::string file, int64_t done_updates,
+                  bool writes, core::ProcessGroup group);
+  void measure(int64_t update, double next_lr, const train::Optimizer& optimizer) override;
+  std::map<std::string, torch::Tensor> state() const override;
+  void load_state(const std::map<std::string, torch::Tensor>& state) override;
+
+ private:
+  train::CurvatureConfig config_;
+  model::Seq2Seq net_;
+  std::vector<data::Batch> probe_;
+  LossOptions loss_;
+  torch::Device device_;
+  std::string file_;
+  bool writes_;
+  core::ProcessGroup group_;
+  torch::Tensor sharpness_start_, preconditioned_start_;  // last top Ritz vectors (warm starts)
+};
+
+}  // namespace normlab::analysis
