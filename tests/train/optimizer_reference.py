@@ -47,6 +47,10 @@ CASES = {
                            lambda p: torch.optim.AdamW(p, lr=0.1, betas=BETAS, eps=EPS,
                                                        weight_decay=WD),
                            torch.float32, 1.5),
+    "adamw-gi": (["--optimizer", "adamw", "--betas", "0.9,0.98", "--eps", str(EPS),
+                  "--weight-decay", str(WD), "--adam-init-v", "grad-squared"],
+                 lambda p: GIAdamW(p, lr=0.1, betas=BETAS, eps=EPS, weight_decay=WD),
+                 torch.float64, None),
     # torch's RAdam has no "skip" mode; with decoupled weight decay its non-rectified update is
     # the authors' degenerated_to_sgd. Steps 1-5 fall back, 6-10 are rectified (beta2 0.98).
     "radam-sgd": (["--optimizer", "radam", "--betas", "0.9,0.98", "--eps", str(EPS),
@@ -55,6 +59,19 @@ CASES = {
                                               decoupled_weight_decay=True),
                   torch.float64, None),
 }
+
+
+class GIAdamW(torch.optim.AdamW):
+    """GI-Adam (Kalra & Barkeshli 2024, REFERENCE §9): v_0 = g_0^2, written into torch's own
+    state before its first step (torch then computes v_1 = beta2 v_0 + (1 - beta2) g_0^2)."""
+
+    def step(self):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None and len(self.state[p]) == 0:
+                    self.state[p] = {"step": torch.tensor(0.0), "exp_avg": torch.zeros_like(p),
+                                     "exp_avg_sq": p.grad.detach().square()}
+        return super().step()
 
 
 def make_inputs(dtype):

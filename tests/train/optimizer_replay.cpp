@@ -19,7 +19,7 @@ using namespace normlab;
 
 int main(int argc, char** argv) {
   CLI::App app{"replay gradients through normlab's optimiser"};
-  std::string in, out, kind = "adamw", betas = "0.9,0.98", fallback = "skip";
+  std::string in, out, kind = "adamw", betas = "0.9,0.98", fallback = "skip", init_v = "zero";
   train::OptimizerConfig c;
   double clip_norm = -1.0;
   app.add_option("--in", in)->required();
@@ -31,12 +31,14 @@ int main(int argc, char** argv) {
   app.add_option("--momentum", c.momentum);
   app.add_flag("--nesterov", c.nesterov);
   app.add_option("--radam-fallback", fallback);
+  app.add_option("--adam-init-v", init_v);
   app.add_option("--clip-norm", clip_norm, "clip before every step (absent: no clipping)");
   CLI11_PARSE(app, argc, argv);
   try {
     c.kind = train::parse_optimizer_kind(kind);
     c.betas = train::parse_betas(betas);
     c.radam_fallback = train::parse_radam_fallback(fallback);
+    c.adam_init_v = train::parse_adam_init_v(init_v);
 
     const auto data = model::load_tensors(in);
     const auto lrs = data.at("lr").to(torch::kFloat64);

@@ -1,0 +1,58 @@
+#!/usr/bin/env python3
+"""`normlab train --curvature-every` (issue 17) on Multi30k val with a tiny model: the series'
+records and their thresholds (38/lr for AdamW at beta1 0.9, 2/lr for gradient descent, the
+ratio), and a run killed (SIGKILL) after update 10's checkpoint and resumed writes the same
+series, bit for bit (the warm-start vectors are in the checkpoint), as an uninterrupted run."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import cli_setup  # noqa: E402
+
+
+def main():
+    args, prefix, w = cli_setup.parse_and_prepare()
+    check = cli_setup.Checks()
+
+    def argv(out):
+        return [args.normlab, "train", "--train", prefix, "--valid", prefix, "--vocab-size", "300",
+                "--d-model", "16", "--ffn-dim", "32", "--heads", "2", "--encoder-layers", "1",
+                "--decoder-layers", "1", "--max-tokens", "1000", "--dropout", "0.3", "--lr", "1e-3",
+                "--warmup-steps", "8", "--max-steps", "30", "--save-interval-updates", "10",
+                "--curvature-every", "5", "--curvature-sentences", "24", "--curvature-steps", "6",
+                "--threads", "1", "--device", "cpu", "--out", out]
+
+    def series(out):
+        return [json.loads(l) for l in open(os.path.join(out, "curvature.jsonl"))]
+
+    straight, killed = w("straight"), w("killed")
+    r = subprocess.run(argv(straight), capture_output=True, text=True)
+    check(r.returncode == 0, f"run failed: {r.stderr}")
+    recs = series(straight)
+    check([x["step"] for x in recs] == list(range(0, 31, 5)), f"measured at 0, 5, ..., 30: {recs}")
+    for x in recs[1:]:
+        check(abs(x["adam_threshold"] - 38 / x["lr"]) < 1e-9 * x["adam_threshold"] and
+              abs(x["sgd_threshold"] - 2 / x["lr"]) < 1e-9 * x["sgd_threshold"] and
+              abs(x["ratio"] - x["preconditioned_lambda_max"] / x["adam_threshold"]) < 1e-12 * x["ratio"] + 1e-300 and
+              x["lambda_max"] > 0 and x["preconditioner"] == "next", f"record fields: {x}")
+    check(recs[0]["lr"] == 0 and recs[0]["threshold"] is None, f"update 0 at lr 0: no threshold: {recs[0]}")
+
+    proc = subprocess.Popen(argv(killed), stderr=subprocess.DEVNULL)
+    marker = os.path.join(killed, "checkpoints", "checkpoint_1_10.pt")
+    while not os.path.exists(marker) and proc.poll() is None:
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    r = subprocess.run(argv(killed), capture_output=True, text=True)
+    check(r.returncode == 0 and "resuming at update" in r.stderr, f"resume failed: {r.stderr}")
+    strip = lambda rs: [{k: v for k, v in x.items() if k != "seconds"} for x in rs]
+    check(strip(series(killed)) == strip(recs), "the resumed series differs from the uninterrupted one")
+    return check.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
