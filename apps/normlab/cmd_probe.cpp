@@ -18,6 +18,7 @@ Runner add_probe_command(CLI::App& app, const GlobalOptions&) {
     ModelOptions model;
     bool no_dropout = false;
     std::string precision = "fp32";
+    std::vector<double> lr_range{1e-6, 1e3};
   };
   auto o = std::make_shared<Options>();
   auto& c = o->config;
@@ -40,6 +41,15 @@ Runner add_probe_command(CLI::App& app, const GlobalOptions&) {
   cmd->add_option("--jacobian-tokens", c.jacobian_tokens, "LayerNorm Jacobian: tokens per LayerNorm")
       ->capture_default_str()->group(g);
   cmd->add_option("--out", c.out, "output folder")->group(g);
+  cmd->add_flag("--critical-lr", c.critical_lr,
+                "the critical learning rate of SGD and Adam at initialisation (bisection) beside 2/lambda_1 and "
+                "38/lambda_1(P^-1 H): OUT/critical_lr.csv (docs/curvature.md)")->group(g);
+  cmd->add_option("--critical-lr-range", o->lr_range, "LO,HI: the bisection's bracket")
+                    ->delimiter(',')->expected(2)->capture_default_str()->group(g);
+  cmd->add_option("--critical-lr-tol", c.critical_lr_tol, "relative width of the final bracket")
+      ->capture_default_str()->group(g);
+  cmd->add_option("--lanczos-steps", c.lanczos_steps, "--critical-lr: Lanczos steps for each lambda_1")
+      ->capture_default_str()->group(g);
   cmd->add_flag("--sweep", c.sweep, "Theorem 1: last FFN weight's gradient norm against L and C")->group(g);
   cmd->add_option("--sweep-layers", c.sweep_layers, "depths, at C = --d-model")->delimiter(',')
       ->capture_default_str()->group(g);
@@ -52,6 +62,8 @@ Runner add_probe_command(CLI::App& app, const GlobalOptions&) {
     c.dropout = !o->no_dropout;
     c.precision = model::parse_precision(o->precision);
     c.inputs.max_positions = c.model.max_positions;
+    c.critical_lr_lo = o->lr_range.at(0);
+    c.critical_lr_hi = o->lr_range.at(1);
     std::optional<core::DirLock> lock;  // one writer per OUT (an empty --out is run_probe's to report)
     if (!c.out.empty()) lock.emplace(c.out, "normlab probe");
     analysis::run_probe(c);

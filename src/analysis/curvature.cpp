@@ -80,6 +80,45 @@ torch::Tensor adam_preconditioner(const train::Optimizer& optimizer, const FullD
   return out;
 }
 
+CriticalLr critical_lr(const train::NamedTensors& params, const std::vector<torch::Tensor>& grads,
+                       const train::OptimizerConfig& optimizer, const std::function<double()>& loss, double lo,
+                       double hi, double tol) {
+  TORCH_CHECK(params.size() == grads.size() && lo > 0 && hi > lo && tol > 0, "critical_lr: bad arguments");
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> saved;
+  for (const auto& [name, p] : params) saved.push_back(p.detach().clone());
+  CriticalLr r;
+  const double before = loss();
+  r.evaluations = 1;
+  auto increases = [&](double lr) {
+    train::Optimizer opt(params, optimizer);
+    for (size_t i = 0; i < params.size(); ++i) params[i].second.mutable_grad() = grads[i].clone();
+    opt.step(lr);
+    const double after = loss();
+    ++r.evaluations;
+    for (size_t i = 0; i < params.size(); ++i) {
+      params[i].second.detach().copy_(saved[i]);
+      params[i].second.mutable_grad() = torch::Tensor();
+    }
+    return !(after <= before);
+  };
+  if (increases(lo)) {
+    r.lr = lo;  // already at the bottom of the range
+    return r;
+  }
+  if (!increases(hi)) {
+    r.lr = std::numeric_limits<double>::quiet_NaN();  // no increase in range
+    return r;
+  }
+  r.bracketed = true;
+  while (hi / lo > 1.0 + tol) {
+    const double mid = std::sqrt(lo * hi);
+    (increases(mid) ? hi : lo) = mid;
+  }
+  r.lr = hi;
+  return r;
+}
+
 TopRitz largest_eigenvalue(const LinearOperator& op, const torch::Tensor& start, int64_t steps) {
   auto state = lanczos_start(start);
   lanczos_continue(op, steps, state);

@@ -38,6 +38,20 @@ torch::Tensor adam_preconditioner(const train::Optimizer& optimizer, const FullD
 // lambda_1 of `op` by `steps` Lanczos steps from `start` (n), with its Ritz vector.
 TopRitz largest_eigenvalue(const LinearOperator& op, const torch::Tensor& start, int64_t steps);
 
+// The critical learning rate (Kalra & Barkeshli 2024, REFERENCE §9): the smallest lr in
+// [lo, hi] whose first step of `optimizer` (fresh state) from `params`, with the gradients
+// `grads` (parallel to params), increases `loss()` (a NaN counts as an increase); by bisection
+// on log(lr) until hi/lo <= 1 + tol, each trial restoring the parameters. Bisection finds a
+// crossing of the bracket: the smallest one when the increase is monotone in lr (as on a quadratic).
+struct CriticalLr {
+  double lr = 0.0;          // the upper end of the final bracket (an lr that increases the loss)
+  bool bracketed = false;   // lo does not increase the loss and hi does; else lr is lo or NaN
+  int64_t evaluations = 0;  // loss() calls, the first included
+};
+CriticalLr critical_lr(const train::NamedTensors& params, const std::vector<torch::Tensor>& grads,
+                       const train::OptimizerConfig& optimizer, const std::function<double()>& loss, double lo,
+                       double hi, double tol);
+
 // The trainer's --curvature-every observer (made in apps/normlab/cmd_train.cpp).
 class CurvatureSeries final : public train::CurvatureObserver {
  public:

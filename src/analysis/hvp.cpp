@@ -117,6 +117,15 @@ std::pair<torch::Tensor, double> FullDataHessian::gradient() const {
   return {out, total.item<double>()};
 }
 
+double FullDataHessian::loss() const {
+  torch::NoGradGuard no_grad;
+  double sum = 0.0;
+  for (const auto& b : batches_) sum += batch_loss(b).item<double>();
+  auto total = torch::tensor({sum}, torch::kDouble);
+  group_.all_reduce_sum(total);
+  return total.item<double>();
+}
+
 torch::Tensor FullDataHessian::result_buffer() const {
   // A fresh (n) buffer costs its page faults: gathering 32M floats took 65 ms into a new one,
   // 19.5 ms into one written before (docs/performance.md). So the last result's memory is

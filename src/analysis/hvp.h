@@ -53,6 +53,8 @@ class FullDataHessian {
   torch::Tensor hvp(const torch::Tensor& v) const;
   // The full-data gradient (n) and loss per token.
   std::pair<torch::Tensor, double> gradient() const;
+  // The loss per token alone (no autograd).
+  double loss() const;
   LinearOperator as_operator() const;
 
   // Offsets of each parameter inside the flat vector (params()[i] occupies

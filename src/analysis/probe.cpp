@@ -15,6 +15,9 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
+#include "analysis/curvature.h"
+#include "analysis/hvp.h"
+#include "analysis/lanczos.h"
 #include "analysis/ln_jacobian.h"
 #include "analysis/sites.h"
 #include "core/file_io.h"
@@ -387,6 +390,62 @@ void write_sweep(const ProbeConfig& c, const nlohmann::json& config_json, const 
   core::write_file_atomic((out / "probe.json").string(), j.dump(2) + "\n");
 }
 
+// --critical-lr (Kalra & Barkeshli 2024, REFERENCE §9): per scheme and seed, on the probe
+// batches with dropout off, the critical learning rate of SGD and of Adam (betas 0.9,0.98, eps
+// 1e-8, no weight decay) beside the bound the curvature at initialisation puts on a stable
+// step: 2/lambda_1(H) for SGD, 38/lambda_1(P^-1 H) for Adam with the P of its first step
+// (curvature.h, kNext: (|g| + eps)(1 - beta1)).
+void write_critical_lr(const ProbeConfig& c, const nlohmann::json& config_json, const BatchSource& source) {
+  std::ostringstream csv;
+  csv << "scheme,seed,optimizer,lr_c,bracketed,curvature,curvature_bound\n";
+  nlohmann::json summary = nlohmann::json::object();
+  train::OptimizerConfig sgd, adam;
+  sgd.kind = train::OptimizerKind::kSgd;
+  adam.kind = train::OptimizerKind::kAdam;
+  for (const auto& scheme : c.schemes) {
+    const auto m = scheme_config(c, scheme, source.vocab_size());
+    std::map<std::string, std::vector<double>> lrs, bounds;
+    for (int64_t s = 0; s < c.seeds; ++s) {
+      const uint64_t seed = c.seed + static_cast<uint64_t>(s);
+      auto batches = source.batches(seed, c.batches);
+      auto net = fresh_model(c, m, seed, {batches.front(), {}, {}});
+      FullDataHessian h(net, std::move(batches), LossOptions{c.label_smoothing}, ".*", torch::kCPU);
+      const auto gradient = h.gradient().first.clone();
+      std::vector<torch::Tensor> grads;
+      for (size_t i = 0; i < h.params().size(); ++i)
+        grads.push_back(gradient.narrow(0, h.offset(i), h.params()[i].second.numel()).view(h.params()[i].second.sizes()));
+      const auto loss = [&] { return h.loss(); };
+      const LinearOperator hvp = [&](const torch::Tensor& v) { return h.hvp(v); };
+      const double sharpness = largest_eigenvalue(hvp, rademacher(h.dim(), seed, h.dtype()), c.lanczos_steps).value;
+      const auto d = adam_preconditioner(train::Optimizer(h.params(), adam), h, train::Preconditioner::kNext, gradient)
+                         .rsqrt();
+      const LinearOperator scaled = [&](const torch::Tensor& v) { return d * h.hvp(d * v); };
+      const double pre = largest_eigenvalue(scaled, rademacher(h.dim(), seed + 1, h.dtype()), c.lanczos_steps).value;
+      for (const auto& [name, oc, curvature] : {std::make_tuple("sgd", sgd, sharpness), std::make_tuple("adam", adam, pre)}) {
+        const auto r = critical_lr(h.params(), grads, oc, loss, c.critical_lr_lo, c.critical_lr_hi, c.critical_lr_tol);
+        const double bound = stability_threshold(oc, 1.0) / curvature;  // the lr whose threshold is `curvature`
+        csv << scheme << "," << seed << "," << name << "," << csv_number(r.lr) << "," << (r.bracketed ? 1 : 0) << ","
+            << csv_number(curvature) << "," << csv_number(bound) << "\n";
+        lrs[name].push_back(r.lr);
+        bounds[name].push_back(bound);
+        std::fprintf(stderr, "  %s seed %llu %s: lr_c %.4g, curvature bound %.4g\n", scheme.c_str(),
+                     static_cast<unsigned long long>(seed), name, r.lr, bound);
+      }
+    }
+    auto median = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+    };
+    for (const char* name : {"sgd", "adam"})
+      summary[scheme][name] = {{"median_lr_c", median(lrs[name])}, {"median_curvature_bound", median(bounds[name])}};
+  }
+  const std::filesystem::path out(c.out);
+  std::filesystem::create_directories(out);
+  core::write_file_atomic((out / "critical_lr.csv").string(), csv.str());
+  nlohmann::json j = {{"config", config_json}, {"critical_lr", summary}};
+  core::write_file_atomic((out / "probe.json").string(), j.dump(2) + "\n");
+}
+
 }  // namespace
 
 std::vector<std::string> ProbeConfig::problems() const {
@@ -415,6 +474,14 @@ std::vector<std::string> ProbeConfig::problems() const {
     for (auto d : sweep_d)
       if (d < 4 || d % 2) p.push_back("--sweep-d: every width must be even and >= 4, got " + std::to_string(d));
   }
+  if (critical_lr && (sweep || analysis_setting))
+    p.push_back("--critical-lr runs on the full model's loss: not with --sweep or --analysis-setting");
+  if (critical_lr && !(critical_lr_lo > 0 && critical_lr_hi > critical_lr_lo))
+    p.push_back("--critical-lr-range: need 0 < LO < HI");
+  if (critical_lr && !(critical_lr_tol > 0)) p.push_back("--critical-lr-tol must be > 0");
+  if (critical_lr && lanczos_steps < 1) p.push_back("--lanczos-steps must be >= 1");
+  if (critical_lr && precision != model::Precision::kFp32)
+    p.push_back("--critical-lr measures curvature: it runs in fp32 (REFERENCE §7)");
   if ((analysis_setting || sweep) && !inputs.train_prefix.empty())
     p.push_back("--train: the analysis setting (and --sweep) feeds Gaussian inputs, not a corpus");
   for (auto& q : inputs.problems()) p.push_back(q);
@@ -453,9 +520,15 @@ void run_probe(const ProbeConfig& c) {
                                 {"jacobian_tokens", c.jacobian_tokens},
                                 {"sweep", c.sweep},
                                 {"sweep_layers", c.sweep_layers},
-                                {"sweep_d", c.sweep_d}};
+                                {"sweep_d", c.sweep_d},
+                                {"critical_lr", c.critical_lr}};
+  if (c.critical_lr)
+    config_json["critical_lr_settings"] = {{"range", {c.critical_lr_lo, c.critical_lr_hi}},
+                                           {"tol", c.critical_lr_tol},
+                                           {"lanczos_steps", c.lanczos_steps}};
   const BatchSource source(c.inputs, c.out);
   if (c.sweep) write_sweep(c, config_json, source);
+  else if (c.critical_lr) write_critical_lr(c, config_json, source);
   else write_probe(c, config_json, source);
 }
 

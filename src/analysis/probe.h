@@ -10,6 +10,8 @@
 // with --sweep instead:
 // OUT/sweep.csv          scheme,layers,d_model,seed,grad_norm
 // OUT/sweep.json         {"scheme": {"slope_layers", "slope_d", "theory_slope_layers", ...}}
+// with --critical-lr instead (docs/curvature.md):
+// OUT/critical_lr.csv    scheme,seed,optimizer,lr_c,bracketed,curvature,curvature_bound
 #pragma once
 
 #include <cstdint>
@@ -43,6 +45,11 @@ struct ProbeConfig {
   bool sweep = false;
   std::vector<int64_t> sweep_layers{1, 2, 4, 8, 16};  // at d = model.d_model
   std::vector<int64_t> sweep_d{64, 128, 256, 512};    // at L = model.encoder_layers
+  // --critical-lr: the critical learning rate of SGD and Adam at initialisation, by bisection
+  // in [lo, hi] to a relative `tol`, beside the curvature bounds (Lanczos, `lanczos_steps`).
+  bool critical_lr = false;
+  double critical_lr_lo = 1e-6, critical_lr_hi = 1e3, critical_lr_tol = 0.01;
+  int64_t lanczos_steps = 20;
 
   std::vector<std::string> problems() const;  // every problem, naming the option
 };

@@ -2,7 +2,9 @@
 """`normlab train --curvature-every` (issue 17) on Multi30k val with a tiny model: the series'
 records and their thresholds (38/lr for AdamW at beta1 0.9, 2/lr for gradient descent, the
 ratio), and a run killed (SIGKILL) after update 10's checkpoint and resumed writes the same
-series, bit for bit (the warm-start vectors are in the checkpoint), as an uninterrupted run."""
+series, bit for bit (the warm-start vectors are in the checkpoint), as an uninterrupted run;
+`normlab probe --critical-lr` writes its table."""
+import csv
 import json
 import os
 import signal
@@ -51,6 +53,18 @@ def main():
     check(r.returncode == 0 and "resuming at update" in r.stderr, f"resume failed: {r.stderr}")
     strip = lambda rs: [{k: v for k, v in x.items() if k != "seconds"} for x in rs]
     check(strip(series(killed)) == strip(recs), "the resumed series differs from the uninterrupted one")
+    # probe --critical-lr: one row per scheme, seed and optimiser; an lr_c inside the range.
+    out = w("critical")
+    r = subprocess.run([args.normlab, "--threads", "1", "probe", "--critical-lr", "--schemes", "post-ln,pre-ln",
+                        "--d-model", "16", "--ffn-dim", "32", "--heads", "2", "--encoder-layers", "1",
+                        "--decoder-layers", "1", "--seeds", "2", "--batches", "1", "--vocab-size", "60",
+                        "--out", out], capture_output=True, text=True)
+    check(r.returncode == 0, f"probe --critical-lr failed: {r.stderr}")
+    rows = list(csv.DictReader(open(os.path.join(out, "critical_lr.csv"))))
+    check([(x["scheme"], x["optimizer"]) for x in rows] ==
+          [(s, o) for s in ("post-ln", "pre-ln") for _ in range(2) for o in ("sgd", "adam")], f"rows: {rows}")
+    check(all(x["bracketed"] == "1" and 1e-6 < float(x["lr_c"]) < 1e3 and float(x["curvature"]) > 0 for x in rows),
+          f"every lr_c bracketed inside the range: {rows}")
     return check.finish()
 
 

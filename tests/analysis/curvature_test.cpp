@@ -134,5 +134,34 @@ TEST(Curvature, GradientDescentDivergesExactlyAboveTheThreshold) {
   EXPECT_TRUE(std::isinf(stability_threshold(adam, 0.0)));
 }
 
+// One step from x on f(x) = x^T A x / 2 along -lr s changes f by -lr g.s + lr^2 s.As / 2
+// (g = Ax): it increases f exactly above lr = 2 g.s / s.As. Gradient descent has s = g (and
+// lr_c = 2/lambda_1 from the top eigenvector); Adam's first step s = g / (|g| + eps).
+TEST(Curvature, CriticalLrOfAQuadraticIsItsClosedForm) {
+  std::vector<double> eigs;
+  for (int i = 0; i < 20; ++i) eigs.push_back(0.1 + 3.9 * i / 19.0);
+  const auto a = with_spectrum(eigs, 5);
+  auto x = torch::zeros({20}, torch::kFloat64);
+  const train::NamedTensors params = {{"x", x}};
+  const auto loss = [&] { return 0.5 * x.dot(a.mv(x)).item<double>(); };
+  train::OptimizerConfig sgd;
+  sgd.kind = train::OptimizerKind::kSgd;
+  train::OptimizerConfig adam;  // AdamW, no weight decay
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(9);
+  const auto top = std::get<1>(torch::linalg_eigh(a)).select(1, 19);
+  for (const auto& start : {torch::randn({20}, gen, torch::kFloat64), top.clone()}) {
+    x.copy_(start);
+    const auto g = a.mv(x);
+    const auto sgd_lr = critical_lr(params, {g}, sgd, loss, 1e-4, 1e2, 1e-6);
+    EXPECT_TRUE(sgd_lr.bracketed);
+    EXPECT_NEAR(sgd_lr.lr, 2 * g.dot(g).item<double>() / g.dot(a.mv(g)).item<double>(), 2e-6 * sgd_lr.lr);
+    EXPECT_TRUE(torch::equal(x, start)) << "the parameters are restored";
+    const auto s = g / (g.abs() + adam.eps);
+    const auto adam_lr = critical_lr(params, {g}, adam, loss, 1e-4, 1e2, 1e-6);
+    EXPECT_NEAR(adam_lr.lr, 2 * g.dot(s).item<double>() / s.dot(a.mv(s)).item<double>(), 2e-6 * adam_lr.lr);
+  }
+  EXPECT_NEAR(critical_lr(params, {a.mv(x)}, sgd, loss, 1e-4, 1e2, 1e-6).lr, 2.0 / 4.0, 2e-6);  // x = top
+}
+
 }  // namespace
 }  // namespace normlab::analysis
