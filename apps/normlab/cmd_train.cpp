@@ -100,6 +100,13 @@ Runner add_train_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--adam-init-v", o->adam_init_v,
                   "Adam's second moment before the first update: zero|grad-squared (GI-Adam: v0 = g0^2)")
       ->capture_default_str()->group(opt);
+  cmd->add_option("--fp16-init-scale", c.loss_scaler.init_scale, "fp16: the initial loss scale (fairseq's 2^7)")
+      ->capture_default_str()->group(opt);
+  cmd->add_option("--fp16-scale-window", c.loss_scaler.window,
+                  "fp16: updates without overflow before the scale doubles (0: 2^14 / ranks / update-freq)")
+      ->capture_default_str()->group(opt);
+  cmd->add_option("--min-loss-scale", c.loss_scaler.min_scale, "fp16: stop when the scale would fall below this")
+      ->capture_default_str()->group(opt);
   cmd->add_option("--clip-norm", c.clip_norm, "clip the gradient's 2-norm (0: off)")
       ->capture_default_str()->group(opt);
   cmd->add_option("--label-smoothing", c.label_smoothing, "eps")->capture_default_str()->group(opt);

@@ -23,6 +23,7 @@
 #include "model/init.h"
 #include "train/corpus_loss.h"
 #include "train/grad_reducer.h"
+#include "train/loss_scaler.h"
 
 namespace normlab::train {
 namespace fs = std::filesystem;
@@ -30,6 +31,7 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
+constexpr const char* kLossScalerKey = "fp16/loss_scaler";
 constexpr const char* kRngKey = "rng/cpu";  // rank 0's dropout stream; rank r's under kRngKey/rank<r>
 constexpr const char* kOptimizerPrefix = "optimizer/";
 
@@ -229,6 +231,7 @@ std::vector<std::string> TrainConfig::problems() const {
   for (auto& p : schedule.problems()) out.push_back(p);
   for (auto& p : trace.problems()) out.push_back(p);
   for (auto& p : curvature.problems()) out.push_back(p);
+  for (auto& p : loss_scaler.problems()) out.push_back(p);
   if (best_metric == BestMetric::kBleu && !eval_bleu) out.push_back("--best-metric bleu needs --eval-bleu");
   return out;
 }
@@ -267,6 +270,10 @@ void to_json(nlohmann::json& j, const TrainConfig& c) {
          {"fail_on_divergence", c.fail_on_divergence},
          {"trace_steps", c.trace.steps},
          {"trace_params", c.trace.params}}},
+       {"fp16",
+        {{"init_scale", c.loss_scaler.init_scale},
+         {"scale_window", c.loss_scaler.window},
+         {"min_loss_scale", c.loss_scaler.min_scale}}},
        {"curvature",
         {{"every", c.curvature.every},
          {"sentences", c.curvature.sentences},
@@ -318,8 +325,6 @@ TrainResult train(const TrainConfig& c, const TrainHooks& hooks, const torch::De
   if (c.eval_bleu && hooks.bleu)
     for (auto& p : hooks.bleu->problems()) problems.push_back(p);
   for (auto& p : model::precision_problems(c.precision, device)) problems.push_back(p);
-  if (c.precision == model::Precision::kFp16)  // fairseq's dynamic loss scaling is not built yet
-    problems.push_back("train --precision fp16 needs dynamic loss scaling, which normlab does not have yet: use bf16");
   core::throw_if_problems(problems);
   // Rank 0 of a data-parallel job writes RUN_DIR, alone (its lock); every rank reads it.
   const bool writer = group.is_main();
@@ -452,6 +457,15 @@ TrainResult train(const TrainConfig& c, const TrainHooks& hooks, const torch::De
   }
 
   std::unique_ptr<CurvatureObserver> curvature;  // --curvature-every (below)
+  // fp16: fairseq's dynamic loss scaling; its window by default 2^14 / (world size x update-freq).
+  std::unique_ptr<DynamicLossScaler> scaler;
+  if (c.precision == model::Precision::kFp16) {
+    const int64_t window = c.loss_scaler.window > 0 ? c.loss_scaler.window
+                                                     : std::max<int64_t>(1, 16384 / (group.size() * c.update_freq));
+    scaler = std::make_unique<DynamicLossScaler>(c.loss_scaler, window);
+    if (resumed && resumed->extra_tensors.count(kLossScalerKey))
+      scaler->load_state(resumed->extra_tensors.at(kLossScalerKey));
+  }
   const auto start = Clock::now();
   const double wall_before = pos.wall_s;
   auto wall = [&] { return wall_before + std::chrono::duration<double>(Clock::now() - start).count(); };
@@ -464,6 +478,7 @@ TrainResult train(const TrainConfig& c, const TrainHooks& hooks, const torch::De
     for (size_t r = 0; r < streams.size(); ++r) extra[rng_key(static_cast<int>(r))] = model::bytes_tensor(streams[r]);
     if (curvature)
       for (const auto& [k, v] : curvature->state()) extra[k] = v;
+    if (scaler) extra[kLossScalerKey] = scaler->state();
     extra[model::kVocabTensor] = model::bytes_tensor(vocab_bytes);
     nlohmann::json meta = {{"config", config_json},
                            {"position",
@@ -542,6 +557,7 @@ TrainResult train(const TrainConfig& c, const TrainHooks& hooks, const torch::De
                              {"tokens_per_s", tokens_since_log / secs},
                              {"wall_s", wall()}};
     if (group.size() > 1) record["sync_s"] = sync_s;
+    if (scaler) record["loss_scale"] = scaler->scale();
     log.record(record);
     std::ostringstream line;
     line << std::fixed << std::setprecision(3) << "epoch " << pos.epoch << " | update " << pos.update
@@ -612,7 +628,7 @@ TrainResult train(const TrainConfig& c, const TrainHooks& hooks, const torch::De
         if (tracing) observer->batch(b.src, b.prev_output_tokens);
         auto logits = net->forward(b.src.to(device), b.prev_output_tokens.to(device));
         auto s = label_smoothed_nll(logits, b.target.to(device), c.label_smoothing, c.ls_formula, kPad);
-        s.loss.backward();
+        (scaler ? s.loss * scaler->scale() : s.loss).backward();
         update.loss += s.loss.item<double>();
         update.nll += s.nll.item<double>();
         update.tokens += s.tokens;
@@ -631,8 +647,16 @@ TrainResult train(const TrainConfig& c, const TrainHooks& hooks, const torch::De
       reducer.all_reduce();
       sync_s += std::chrono::duration<double>(Clock::now() - sync_start).count();
       for (auto& p : net->parameters())
-        if (p.grad().defined()) p.grad().div_(static_cast<double>(update.tokens));
+        if (p.grad().defined())
+          p.grad().div_(static_cast<double>(update.tokens) * (scaler ? scaler->scale() : 1.0));
       grad_norm = clip_grad_norm(net->parameters(), c.clip_norm);
+      if (scaler && !scaler->step(grad_norm)) {  // fp16 overflow: the update is skipped (not counted)
+        log.record({{"event", "overflow"}, {"step", pos.update + 1}, {"epoch", pos.epoch},
+                    {"loss_scale", scaler->scale()}});
+        log.line("normlab train: fp16 gradient overflow at update " + std::to_string(pos.update + 1) +
+                 ", skipped; loss scale now " + std::to_string(scaler->scale()));
+        continue;
+      }
       ++pos.update;
       lr = learning_rate(c.schedule, pos.update, pos.epoch);
       if (tracing) observer->gradients();

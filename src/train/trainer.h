@@ -22,6 +22,7 @@
 #include "model/precision.h"
 #include "train/bleu_validator.h"
 #include "train/loss.h"
+#include "train/loss_scaler.h"
 #include "train/optimizer.h"
 #include "train/schedule.h"
 #include "train/step_observer.h"
@@ -47,6 +48,7 @@ struct TrainConfig {
   // Model (vocabulary sizes come from the vocabulary)
   model::ModelConfig model;
   model::Precision precision = model::Precision::kFp32;  // of the matrix products (precision.h)
+  LossScalerConfig loss_scaler;      // fp16's dynamic loss scaling (loss_scaler.h)
   // Optimisation
   OptimizerConfig optimizer;
   ScheduleConfig schedule;
