@@ -227,7 +227,14 @@ def main():
         (run("r_missing.toml"), "cannot read recipe " + w("r_missing.toml")),
         (["run", w("r_no_title.toml"), "--out", w("run_out"), "--scale", "huge"], "--scale must be smoke, cpu or paper"),
         (["report", w("syn_missing")], w("syn_missing") + ": neither a `normlab run` folder"),
+        (run("r_no_title.toml", "--jobs", "0"), "--jobs"),
+        (run("r_no_title.toml", "--jobs", "x"), "--jobs"),
     ]
+    shard = "--shard must be K/N with 1 <= K <= N"
+    cases += [(run("r_no_title.toml", "--shard", s), f"{shard} (2/3: the second of three shards), not '{s}'")
+              for s in ("0/3", "4/3", "x", "1/0", "1/", "-1/2", "1/2/3")]
+    cases += [(run("r_no_title.toml", "--scale", "huge", "--shard", "0/3"),
+               "--scale must be smoke, cpu or paper; " + shard)]
     check = cli_setup.Checks()
     for argv, expected in cases:
         r = subprocess.run([args.normlab, *argv], capture_output=True, text=True, timeout=60,
