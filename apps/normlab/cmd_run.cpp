@@ -11,7 +11,9 @@
 namespace normlab::app {
 
 Runner add_run_command(CLI::App& app, const GlobalOptions& global) {
-  auto* cmd = app.add_subcommand("run", "run a recipe's cells into DIR; re-running resumes, skipping finished cells");
+  auto* cmd = app.add_subcommand("run",
+                                 "run a recipe's cells into DIR, --jobs N at once, or --shard K/N of them; "
+                                 "re-running resumes, skipping finished cells");
   struct Options {
     std::string recipe, scale = "cpu", shard = "1/1";
     recipe::RunOptions run;

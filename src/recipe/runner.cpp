@@ -280,7 +280,8 @@ std::vector<CellResult> run_recipe(const Recipe& recipe, const RunOptions& o, co
                          join_args(saved) + ")");
   }
   if (!problems.empty())
-    throw std::invalid_argument(core::join_problems(problems) + "; use another --out for a changed recipe, scale or data");
+    throw std::invalid_argument(core::join_problems(problems) +
+                                "; use another --out for a changed recipe, scale or data");
 
   {
     // Every shard writes the same recipe.toml and run.json (nothing in them is the shard's), so
@@ -301,10 +302,12 @@ std::vector<CellResult> run_recipe(const Recipe& recipe, const RunOptions& o, co
   // The runner's threads shared by the cells that run at once; a cell whose recipe options set
   // `threads` keeps its own.
   const int budget = o.threads > 0 ? o.threads : core::available_cpus();
-  const int parallel = static_cast<int>(std::min<size_t>(static_cast<size_t>(o.jobs), std::max<size_t>(pending.size(), 1)));
-  const std::string cell_threads = std::to_string(std::max(1, budget / parallel));
+  const size_t parallel = std::min(static_cast<size_t>(o.jobs), std::max<size_t>(pending.size(), 1));
+  const std::string cell_threads = std::to_string(std::max(1, budget / static_cast<int>(parallel)));
   const auto deps = cell_dependencies(recipe, argvs, cells_dir);
-  auto tag = [&](size_t i) { return "[" + std::to_string(i + 1) + "/" + std::to_string(n) + "] " + recipe.cells[i].name; };
+  auto tag = [&](size_t i) {
+    return "[" + std::to_string(i + 1) + "/" + std::to_string(n) + "] " + recipe.cells[i].name;
+  };
 
   struct Running {
     size_t cell;
@@ -319,17 +322,21 @@ std::vector<CellResult> run_recipe(const Recipe& recipe, const RunOptions& o, co
     return std::find(pending.begin(), pending.end(), j) != pending.end() ||
            std::any_of(running.begin(), running.end(), [&](const Running& r) { return r.cell == j; });
   };
-  // Whether cell i can start now (""), must wait ("wait"), or waits for a cell that nobody
-  // runs (that cell's name). The lock is looked at before cell.json: a runner writes cell.json
-  // before it lets go of the lock, so a free lock and no cell.json mean nobody is running it.
-  auto readiness = [&](size_t i) -> std::string {
+  // Whether cell i can start now, must wait, or waits in vain for the cell `missing` that
+  // nobody runs. The lock is looked at before cell.json: a runner writes cell.json before it
+  // lets go of the lock, so a free lock and no cell.json mean nobody is running that cell.
+  enum class Readiness { kReady, kWait, kMissing };
+  auto readiness = [&](size_t i, std::string& missing) {
     for (size_t j : deps[i]) {
-      if (mine(j)) return "wait";
+      if (mine(j)) return Readiness::kWait;
       std::string why;
-      if (!try_lock_cell(out, recipe.cells[j].name, why)) return "wait";
-      if (read_cell(cells_dir, recipe.cells[j].name).status == "not run") return recipe.cells[j].name;
+      if (!try_lock_cell(out, recipe.cells[j].name, why)) return Readiness::kWait;
+      if (read_cell(cells_dir, recipe.cells[j].name).status == "not run") {
+        missing = recipe.cells[j].name;
+        return Readiness::kMissing;
+      }
     }
-    return "";
+    return Readiness::kReady;
   };
   auto start = [&](size_t i) {
     const Cell& cell = recipe.cells[i];
@@ -382,17 +389,18 @@ std::vector<CellResult> run_recipe(const Recipe& recipe, const RunOptions& o, co
     bool changed = false;
     for (auto it = pending.begin(); it != pending.end() && running.size() < static_cast<size_t>(o.jobs);) {
       const size_t i = *it;
-      const std::string ready = readiness(i);
-      if (ready == "wait") {
+      std::string missing;
+      const Readiness ready = readiness(i, missing);
+      if (ready == Readiness::kWait) {
         ++it;
         continue;
       }
       it = pending.erase(it);
       changed = true;
-      if (ready.empty())
+      if (ready == Readiness::kReady)
         start(i);
       else
-        std::cerr << "run: " << tag(i) << ": needs cell " << ready << ", which has not run, skipped"
+        std::cerr << "run: " << tag(i) << ": needs cell " << missing << ", which has not run, skipped"
                   << " (run again once it has)\n";
     }
     for (auto it = running.begin(); it != running.end();) {
