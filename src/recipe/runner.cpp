@@ -422,7 +422,13 @@ std::vector<CellResult> run_recipe(const Recipe& recipe, const RunOptions& o, co
   std::vector<CellResult> results;
   {
     const auto lock = lock_bookkeeping(out);
-    for (const auto& cell : recipe.cells) results.push_back(read_cell(cells_dir, cell.name));
+    for (const auto& cell : recipe.cells) {
+      results.push_back(read_cell(cells_dir, cell.name));
+      if (results.back().status == "not run") {  // no cell.json: its row says what it will run
+        results.back().command = cell.command;
+        results.back().grid = cell.grid;
+      }
+    }
     core::write_file_atomic(out + "/summary.csv", summary_csv(results));
   }
   std::cerr << "\nrun: summary (" << out << "/summary.csv)\n";

@@ -3,9 +3,9 @@
 
 The recipe: four training cells (d 16, 1+1 layers, 2 epochs of a 300-pair synthetic task, dropout
 on) and an `evaluate` cell that reads the second cell's checkpoint, so that it must wait for it.
-1. --jobs 2 --threads 2 against --jobs 1 --threads 1 (every cell on one thread in both): the same
-   parameters in every checkpoint (torch.equal), the same metrics.jsonl records but for their
-   timings, the same evaluate.json; two cells' start/end times (cell.json) overlap; the evaluate
+1. --jobs 2 --threads 2 against --jobs 1 --threads 1 (every cell on one thread in both): every
+   tensor of checkpoint_last.pt bit-identical (parameters, optimiser state, RNG streams; torch.equal)
+   and the same position, the same metrics.jsonl records but for their timings, the same evaluate.json; two cells' start/end times (cell.json) overlap; the evaluate
    cell starts after the cell it reads has ended; summary.csv lists the cells in recipe order.
 2. --shard 1/2 and --shard 2/2 started together into one DIR: each runs the cells i % 2 == K-1
    (disjoint, their union all five; the evaluate cell of shard 1 waits for shard 2's cell), the
@@ -71,9 +71,13 @@ def cell_json(out, name):
     return json.load(open(os.path.join(out, "cells", name, "cell.json")))
 
 
-def parameters(out, name):
+def checkpoint(out, name):
+    """checkpoint_last.pt's tensors (parameters, optimiser state, RNG streams) and its position
+    but for wall_s. The file's bytes differ: its configuration names the run's own paths."""
     state = torch.load(os.path.join(out, "cells", name, "checkpoints", "checkpoint_last.pt"))
-    return {k: v for k, v in state.items() if not k.startswith(("extra/", "__normlab"))}
+    meta = json.loads(bytes(state.pop("__normlab_meta__").tolist()).decode())
+    meta["position"].pop("wall_s", None)
+    return state, meta["position"]
 
 
 def records(out, name):
@@ -94,8 +98,9 @@ def ran(stderr):
 
 def same_cells(a, b, check, what):
     for n in TRAIN:
-        pa, pb = parameters(a, n), parameters(b, n)
-        check(pa.keys() == pb.keys() and all(torch.equal(pa[k], pb[k]) for k in pa), f"{what}: {n} parameters")
+        (ta, pa), (tb, pb) = checkpoint(a, n), checkpoint(b, n)
+        check(ta.keys() == tb.keys() and all(torch.equal(ta[k], tb[k]) for k in ta) and pa == pb,
+              f"{what}: {n} checkpoint_last.pt")
         check(records(a, n) == records(b, n), f"{what}: {n} metrics.jsonl")
     ea, eb = (json.load(open(os.path.join(d, "cells", "eval", "evaluate.json"))) for d in (a, b))
     check(ea.get("bleu") == eb.get("bleu"), f"{what}: evaluate.json bleu {ea.get('bleu')} vs {eb.get('bleu')}")
@@ -153,6 +158,10 @@ def main():
     check("eval: needs cell a_lr=0.002, which has not run, skipped" in r.stderr, f"eval skipped: {r.stderr[-800:]}")
     check(summary(alone) == [(CELLS[0], "ok"), (CELLS[1], "not run"), (CELLS[2], "ok"), (CELLS[3], "not run"),
                              ("eval", "not run")], f"summary.csv of one shard: {summary(alone)}")
+    with open(os.path.join(alone, "summary.csv"), newline="") as f:
+        rows = {r["cell"]: r for r in csv.DictReader(f)}
+    check(rows["eval"]["command"] == "evaluate" and rows[CELLS[3]]["lr"] == "0.005",
+          f"a row not run still names its command and grid point: {rows['eval']}, {rows[CELLS[3]]}")
     rep = subprocess.run([args.normlab, "report", alone], capture_output=True, text=True, timeout=120)
     check(rep.returncode == 0, f"report with cells not run yet: {rep.stderr[-800:]}")
     lock_dir = os.path.join(alone, "locks", CELLS[3])
