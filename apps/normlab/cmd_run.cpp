@@ -37,7 +37,6 @@ Runner add_run_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--jobs", r.jobs,
                   "run up to N cells at once; each gets --threads max(1, T/N) of the runner's --threads T "
                   "(default: the available CPUs)")
-      ->check(CLI::PositiveNumber)
       ->capture_default_str()
       ->group(parallel);
   cmd->add_option("--shard", o->shard,
