@@ -4,15 +4,18 @@
 #include <memory>
 
 #include "commands.h"
+#include "core/problems.h"
 #include "recipe/runner.h"
 #include "report/claims.h"
 
 namespace normlab::app {
 
 Runner add_run_command(CLI::App& app, const GlobalOptions& global) {
-  auto* cmd = app.add_subcommand("run", "run a recipe's cells into DIR; re-running resumes, skipping finished cells");
+  auto* cmd = app.add_subcommand("run",
+                                 "run a recipe's cells into DIR, --jobs N at once, or --shard K/N of them; "
+                                 "re-running resumes, skipping finished cells");
   struct Options {
-    std::string recipe, scale = "cpu";
+    std::string recipe, scale = "cpu", shard = "1/1";
     recipe::RunOptions run;
   };
   auto o = std::make_shared<Options>();
@@ -30,14 +33,36 @@ Runner add_run_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--tgt", r.tgt, "target language suffix ({tgt})")->capture_default_str()->group(data);
   cmd->add_flag("--retry-failed", r.retry_failed, "run failed cells again (finished ones are skipped)");
   cmd->add_flag("--dry-run", r.dry_run, "print every cell's name and command line; run and write nothing");
+  const std::string parallel = "Parallel cells (docs/recipes.md#parallel-cells)";
+  cmd->add_option("--jobs", r.jobs,
+                  "run up to N cells at once; each gets --threads max(1, T/N) of the runner's --threads T "
+                  "(default: the available CPUs)")
+      ->capture_default_str()
+      ->group(parallel);
+  cmd->add_option("--shard", o->shard,
+                  "K/N: run only the cells whose index i (recipe order, from 0) has i % N == K-1, so that N "
+                  "runners on machines sharing DIR split the recipe; a cell another runner holds is skipped")
+      ->capture_default_str()
+      ->group(parallel);
 
   CLI::App* root = &app;
   return [o, root, &global] {
-    o->run.scale = recipe::parse_scale(o->scale);
+    std::vector<std::string> problems;
+    try {
+      o->run.scale = recipe::parse_scale(o->scale);
+    } catch (const std::invalid_argument& e) {
+      problems.push_back(e.what());
+    }
+    try {
+      o->run.shard = recipe::parse_shard(o->shard);
+    } catch (const std::invalid_argument& e) {
+      problems.push_back(e.what());
+    }
+    core::throw_if_problems(problems);
     const auto rec = recipe::load_recipe(o->recipe, o->run.scale);
     for (const auto& claim : rec.claims)
       report::check_rule(claim.rule, rec.path + ":" + std::to_string(claim.line));
-    if (global.threads > 0) o->run.cell_globals.insert(o->run.cell_globals.end(), {"--threads", std::to_string(global.threads)});
+    o->run.threads = global.threads;
     if (global.device != "auto") o->run.cell_globals.insert(o->run.cell_globals.end(), {"--device", global.device});
     // Cells may run any subcommand but these (recursion, or no --out): their options are
     // checked against the subcommand's own definition.

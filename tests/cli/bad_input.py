@@ -221,13 +221,22 @@ def main():
         "r_synth_key.toml": ('title = "x"\n[synth]\nsize = 3\n' + good_cell, ":3: unknown key 'size' in [synth]"),
     }
     write_files(w, {name: text for name, (text, _) in recipes.items()})
+    write_files(w, {"r_good.toml": 'title = "x"\n' + good_cell})
     run = lambda recipe, *more: ["run", w(recipe), "--out", w("run_out"), "--scale", "smoke", *more]
     cases += [(run(name), w(name) + expected) for name, (_, expected) in recipes.items()]
     cases += [
         (run("r_missing.toml"), "cannot read recipe " + w("r_missing.toml")),
         (["run", w("r_no_title.toml"), "--out", w("run_out"), "--scale", "huge"], "--scale must be smoke, cpu or paper"),
         (["report", w("syn_missing")], w("syn_missing") + ": neither a `normlab run` folder"),
+        (run("r_good.toml", "--jobs", "0"), "--jobs must be at least 1, not 0"),
+        (run("r_good.toml", "--jobs", "-2"), "--jobs must be at least 1, not -2"),
+        (run("r_good.toml", "--jobs", "x"), "--jobs"),
     ]
+    shard = "--shard must be K/N with 1 <= K <= N"
+    cases += [(run("r_no_title.toml", "--shard", s), f"{shard} (2/3: the second of three shards), not '{s}'")
+              for s in ("0/3", "4/3", "x", "1/0", "1/", "-1/2", "1/2/3")]
+    cases += [(["run", w("r_no_title.toml"), "--out", w("run_out"), "--scale", "huge", "--shard", "0/3"],
+               "--scale must be smoke, cpu or paper, got 'huge'; " + shard)]
     check = cli_setup.Checks()
     for argv, expected in cases:
         r = subprocess.run([args.normlab, *argv], capture_output=True, text=True, timeout=60,
