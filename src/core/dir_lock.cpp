@@ -25,7 +25,7 @@ DirLock::DirLock(const std::string& dir, const std::string& what) {
     if (err != EWOULDBLOCK) throw std::runtime_error("cannot lock " + path + ": " + std::strerror(err));
     std::string pid(holder, n > 0 ? static_cast<size_t>(n) : 0);
     while (!pid.empty() && (pid.back() == '\n' || pid.back() == ' ')) pid.pop_back();
-    throw std::runtime_error(dir + " is in use by another normlab process (pid " + (pid.empty() ? "?" : pid) +
+    throw DirInUse(dir + " is in use by another normlab process (pid " + (pid.empty() ? "?" : pid) +
                              "); " + what + " takes one folder per process");
   }
   // The holder's pid, for the message above; the lock is what excludes, and a failed write only

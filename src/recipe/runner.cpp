@@ -161,7 +161,7 @@ std::unique_ptr<core::DirLock> lock_bookkeeping(const std::string& out) {
   for (bool told = false;; told = true) {
     try {
       return std::make_unique<core::DirLock>(out, "normlab run");
-    } catch (const std::runtime_error&) {
+    } catch (const core::DirInUse&) {
       if (!told) std::cerr << "run: waiting for another runner to finish writing " << out << "'s own files\n";
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
@@ -176,7 +176,7 @@ std::unique_ptr<core::DirLock> try_lock_cell(const std::string& out, const std::
   for (int attempt = 0;; ++attempt) {
     try {
       return std::make_unique<core::DirLock>(out + "/locks/" + name, "normlab run");
-    } catch (const std::runtime_error& e) {
+    } catch (const core::DirInUse& e) {
       if (attempt == 1) {
         why = e.what();
         return nullptr;
