@@ -9,6 +9,7 @@
 #include "core/problems.h"
 #include "core/tokens.h"
 #include "data/batching.h"
+#include "model/kernels/beam_log_probs.h"
 
 namespace normlab::decode {
 namespace {
@@ -19,9 +20,9 @@ torch::Tensor long_tensor(const std::vector<int64_t>& v, const torch::Device& de
   return torch::tensor(v, torch::kInt64).to(device);
 }
 
-// fairseq's forbidden outputs, plus <unk> and <s> (docs/translate.md): -inf in place.
+// fairseq's forbidden outputs, plus <unk> and <s> (docs/translate.md): -inf in place (NaN
+// became -inf in beam_log_probs).
 void mask_special_tokens(torch::Tensor& lprobs) {
-  lprobs.masked_fill_(lprobs.ne(lprobs), kNegInf);  // NaN -> -inf, as fairseq
   for (const int64_t id : {kBos, kPad, kUnk}) lprobs.select(1, id).fill_(kNegInf);
 }
 
@@ -88,7 +89,9 @@ std::vector<std::vector<Hypothesis>> beam_search(model::Seq2Seq& model, const to
 
   for (int64_t step = 0; step <= longest; ++step) {
     auto logits = model->decoder->forward_step(tokens.slice(1, step, step + 1), cache);
-    auto lprobs = torch::log_softmax(model::float_if_reduced(logits), -1);  // (B*beam, V), fp32 under bf16
+    // log p of every continuation plus its beam's score so far (fp32 under bf16): fairseq's
+    // lprobs + scores[:, step - 1], with the -inf masks below unchanged by the addition.
+    auto lprobs = model::kernels::beam_log_probs(logits, step == 0 ? torch::Tensor() : scores.select(1, step - 1));
     if (!scores.defined()) scores = torch::zeros({bsz * beam, longest + 1}, lprobs.options());
     mask_special_tokens(lprobs);
     std::vector<int64_t> force(static_cast<size_t>(bsz));
@@ -102,8 +105,7 @@ std::vector<std::vector<Hypothesis>> beam_search(model::Seq2Seq& model, const to
 
     // fairseq's BeamSearch.step: every beam's continuations; at step 0 the beams are equal.
     auto lp = lprobs.view({bsz, beam, V});
-    lp = step == 0 ? lp.slice(1, 0, 1) : lp + scores.select(1, step - 1).view({bsz, beam, 1});
-    auto flat = lp.reshape({bsz, -1});
+    auto flat = (step == 0 ? lp.slice(1, 0, 1) : lp).reshape({bsz, -1});
     auto [cand_scores, cand_flat] = flat.topk(std::min(cand_size, flat.size(1) - 1));  // (B,2beam)
     auto cand_beams = cand_flat.div(V, "floor"), cand_indices = cand_flat.remainder(V);
     auto cand_bbsz = cand_beams + bbsz_offsets;
