@@ -9,6 +9,7 @@
 #include "core/problems.h"
 #include "core/tokens.h"
 #include "data/batching.h"
+#include "model/kernels/beam_log_probs.h"
 
 namespace normlab::decode {
 namespace {
@@ -19,9 +20,9 @@ torch::Tensor long_tensor(const std::vector<int64_t>& v, const torch::Device& de
   return torch::tensor(v, torch::kInt64).to(device);
 }
 
-// fairseq's forbidden outputs, plus <unk> and <s> (docs/translate.md): -inf in place.
+// fairseq's forbidden outputs, plus <unk> and <s> (docs/translate.md): -inf in place (NaN
+// became -inf in beam_log_probs).
 void mask_special_tokens(torch::Tensor& lprobs) {
-  lprobs.masked_fill_(lprobs.ne(lprobs), kNegInf);  // NaN -> -inf, as fairseq
   for (const int64_t id : {kBos, kPad, kUnk}) lprobs.select(1, id).fill_(kNegInf);
 }
 
@@ -72,11 +73,9 @@ std::vector<std::vector<Hypothesis>> beam_search(model::Seq2Seq& model, const to
 
   // One guard for the whole search: the weights are cast to bf16/fp16 once, not every step.
   auto guard = model->precision_guard();
-  // The encoder runs once; its output is repeated for the beams of each sentence.
-  auto encoded = model->encoder(src);
-  auto rows = torch::arange(bsz, long_opts).repeat_interleave(beam);  // (B*beam)
-  model::EncoderOut encoder{encoded.out.index_select(0, rows), encoded.padding_mask.index_select(0, rows)};
-  model::DecoderCache cache;
+  // The encoder runs once, and its keys and values are projected once per sentence (the
+  // decoder rows of a sentence's beams read them together).
+  auto cache = model->decoder->start_decoding(model->encoder(src), longest + 1);
 
   auto tokens = torch::full({bsz * beam, longest + 2}, kPad, long_opts);  // </s> y_1 y_2 ...
   tokens.select(1, 0).fill_(kEos);
@@ -89,8 +88,10 @@ std::vector<std::vector<Hypothesis>> beam_search(model::Seq2Seq& model, const to
   std::vector<char> finished(n_sentences, 0);
 
   for (int64_t step = 0; step <= longest; ++step) {
-    auto logits = model->decoder->forward_step(tokens.slice(1, step, step + 1), encoder, cache);
-    auto lprobs = torch::log_softmax(model::float_if_reduced(logits), -1);  // (B*beam, V), fp32 under bf16
+    auto logits = model->decoder->forward_step(tokens.slice(1, step, step + 1), cache);
+    // log p of every continuation plus its beam's score so far (fp32 under bf16): fairseq's
+    // lprobs + scores[:, step - 1], with the -inf masks below unchanged by the addition.
+    auto lprobs = model::kernels::beam_log_probs(logits, step == 0 ? torch::Tensor() : scores.select(1, step - 1));
     if (!scores.defined()) scores = torch::zeros({bsz * beam, longest + 1}, lprobs.options());
     mask_special_tokens(lprobs);
     std::vector<int64_t> force(static_cast<size_t>(bsz));
@@ -104,8 +105,7 @@ std::vector<std::vector<Hypothesis>> beam_search(model::Seq2Seq& model, const to
 
     // fairseq's BeamSearch.step: every beam's continuations; at step 0 the beams are equal.
     auto lp = lprobs.view({bsz, beam, V});
-    lp = step == 0 ? lp.slice(1, 0, 1) : lp + scores.select(1, step - 1).view({bsz, beam, 1});
-    auto flat = lp.reshape({bsz, -1});
+    auto flat = (step == 0 ? lp.slice(1, 0, 1) : lp).reshape({bsz, -1});
     auto [cand_scores, cand_flat] = flat.topk(std::min(cand_size, flat.size(1) - 1));  // (B,2beam)
     auto cand_beams = cand_flat.div(V, "floor"), cand_indices = cand_flat.remainder(V);
     auto cand_bbsz = cand_beams + bbsz_offsets;
@@ -146,7 +146,7 @@ std::vector<std::vector<Hypothesis>> beam_search(model::Seq2Seq& model, const to
       if (!finished[sent]) keep.push_back(s);
     }
     if (keep.empty()) break;
-    torch::Tensor old_offsets = bbsz_offsets, encoder_index;
+    torch::Tensor old_offsets = bbsz_offsets, kept_sentences;
     if (static_cast<int64_t>(keep.size()) < bsz) {
       auto batch_idxs = long_tensor(keep, device);
       auto row_keep = ((batch_idxs * beam).unsqueeze(1) + torch::arange(beam, long_opts)).view(-1);
@@ -157,9 +157,8 @@ std::vector<std::vector<Hypothesis>> beam_search(model::Seq2Seq& model, const to
       cands_to_ignore = cands_to_ignore.index_select(0, batch_idxs);
       tokens = tokens.index_select(0, row_keep);
       scores = scores.index_select(0, row_keep);
-      encoder = {encoder.out.index_select(0, row_keep), encoder.padding_mask.index_select(0, row_keep)};
       old_offsets = (batch_idxs * beam).unsqueeze(1);
-      encoder_index = row_keep;
+      kept_sentences = batch_idxs;
       std::vector<int64_t> still;
       for (auto s : keep) still.push_back(active[s]);
       active = std::move(still);
@@ -180,7 +179,7 @@ std::vector<std::vector<Hypothesis>> beam_search(model::Seq2Seq& model, const to
     scores = scores.index_select(0, new_rows);
     scores.select(1, step).copy_(cand_scores.gather(1, active_hypos).view(-1));
     // Greedy keeps every row in place unless sentences left: then the copy is skipped.
-    if (beam > 1 || encoder_index.defined()) cache.reorder((active_beams + old_offsets).view(-1), encoder_index);
+    if (beam > 1 || kept_sentences.defined()) cache.reorder((active_beams + old_offsets).view(-1), kept_sentences);
   }
 
   for (auto& hyps : finalized) {

@@ -35,7 +35,7 @@ struct Hypothesis {
 
 // src (B,S): rows `x </s>` right-padded with pad, on the model's device. Returns per row up
 // to nbest hypotheses, best first (empty only when max_len leaves no room, e.g. a=0, b=0).
-// Runs the encoder once and decodes incrementally (model/layers.h DecoderCache). Evaluation
+// Runs the encoder once and decodes incrementally (model/decoder_cache.h). Evaluation
 // mode and no autograd are the caller's business (translate() sets both).
 std::vector<std::vector<Hypothesis>> beam_search(model::Seq2Seq& model, const torch::Tensor& src,
                                                  const BeamSearchConfig& config);

@@ -10,12 +10,6 @@
 
 namespace normlab::model {
 
-void KeyValueCache::reorder(const torch::Tensor& index) {
-  if (!k.defined()) return;
-  k = k.index_select(0, index);
-  v = v.index_select(0, index);
-}
-
 MultiheadAttentionImpl::MultiheadAttentionImpl(int64_t d_model, int64_t heads,
                                                double attention_dropout)
     : heads_(heads), attention_dropout_(attention_dropout) {
@@ -75,23 +69,26 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& query,
   return attend(q, kv[0], kv[1], key_padding_mask, causal);
 }
 
-torch::Tensor MultiheadAttentionImpl::forward_step(const torch::Tensor& query,
-                                                   const torch::Tensor& key_value,
-                                                   const torch::Tensor& key_padding_mask,
-                                                   bool static_kv, KeyValueCache& cache) {
-  if (!static_kv || !cache.k.defined()) {
-    // Two products, not project(): a step's input is one position, and stacking the weights
-    // every step would copy them, and under bf16 cast the copy again (autocast caches the
-    // casts of the weights themselves for the whole search).
-    auto k = split_heads(linear(k_proj, key_value)), v = split_heads(linear(v_proj, key_value));  // (B,H,L,D)
-    const bool append = !static_kv && cache.k.defined();
-    cache.k = append ? torch::cat({cache.k, k}, 2) : k;
-    cache.v = append ? torch::cat({cache.v, v}, 2) : v;
-  }
-  // The query is the newest position: every cached key is at or before it, so no causal mask.
-  const double scale = 1.0 / std::sqrt(static_cast<double>(query.size(2) / heads_));
-  auto q = split_heads(linear(q_proj, query) * scale);
-  return attend(q, cache.k, cache.v, key_padding_mask, false);
+KeyValues MultiheadAttentionImpl::project_kv(const torch::Tensor& x) const {
+  // Two products, not project(): a decoding step's input is one position, and stacking the
+  // weights every step would copy them, and under bf16 cast the copy again (autocast caches
+  // the casts of the weights themselves for the whole search).
+  return {split_heads(linear(k_proj, x)), split_heads(linear(v_proj, x))};
+}
+
+torch::Tensor MultiheadAttentionImpl::forward_step(const torch::Tensor& query, const KeyValues& kv,
+                                                   const torch::Tensor& bias) {
+  const int64_t N = query.size(0), C = query.size(2), B = kv.k.size(0), L = kv.k.size(2), D = C / heads_;
+  TORCH_CHECK(N % B == 0, "attention step: ", N, " query rows for ", B, " key/value rows");
+  const int64_t G = N / B;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+  // (N,1,C) -> (B*H,G,D): a view when G = 1
+  auto q = (linear(q_proj, query) * scale).view({B, G, heads_, D}).transpose(1, 2).reshape({B * heads_, G, D});
+  auto k = kv.k.reshape({B * heads_, L, D}), v = kv.v.reshape({B * heads_, L, D});  // views of the cache
+  auto scores = bias.defined() ? torch::baddbmm(bias.view({B * heads_, 1, L}), q, k.transpose(1, 2))
+                               : torch::bmm(q, k.transpose(1, 2));  // (B*H,G,L)
+  auto context = torch::bmm(torch::softmax(scores, -1), v);        // (B*H,G,D)
+  return linear(out_proj, context.view({B, heads_, G, D}).transpose(1, 2).reshape({N, 1, C}));
 }
 
 }  // namespace normlab::model

@@ -8,15 +8,9 @@
 #include <initializer_list>
 #include <vector>
 
-namespace normlab::model {
+#include "model/decoder_cache.h"
 
-// Keys and values (B,H,L,D) that incremental decoding keeps for one attention: the earlier
-// target positions (self-attention, grows by one per step) or the encoder output (computed
-// once). Undefined until the first step.
-struct KeyValueCache {
-  torch::Tensor k, v;
-  void reorder(const torch::Tensor& index);  // rows (beams) index_select'ed along B
-};
+namespace normlab::model {
 
 class MultiheadAttentionImpl : public torch::nn::Module {
  public:
@@ -27,12 +21,14 @@ class MultiheadAttentionImpl : public torch::nn::Module {
   // Returns (B,T,C).
   torch::Tensor forward(const torch::Tensor& query, const torch::Tensor& key_value,
                         const torch::Tensor& key_padding_mask, bool causal);
-  // One decoding step: query (B,1,C) is the newest position. `static_kv`: key_value is the
-  // encoder output, projected into `cache` on the first call and reused; otherwise key_value
-  // is the query itself and its key/value are appended to `cache`. Returns (B,1,C).
-  torch::Tensor forward_step(const torch::Tensor& query, const torch::Tensor& key_value,
-                             const torch::Tensor& key_padding_mask, bool static_kv,
-                             KeyValueCache& cache);
+  // x (B,L,C) -> its keys and values, each (B,H,L,D): what incremental decoding caches.
+  KeyValues project_kv(const torch::Tensor& x) const;
+  // One decoding step: query (N,1,C), the newest position, attends to `kv` (B,H,L,D) with
+  // N = B * G: the G consecutive query rows of a kv row (a sentence's beams, for encoder
+  // attention) read it together, as one small matrix product instead of G repeated rows.
+  // `bias` (B,H,1,L) is added to the scores (-inf at padding), or undefined. No causal mask:
+  // every cached key is at or before the query. Returns (N,1,C).
+  torch::Tensor forward_step(const torch::Tensor& query, const KeyValues& kv, const torch::Tensor& bias);
 
   torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, out_proj{nullptr};
 

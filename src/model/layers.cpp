@@ -1,6 +1,7 @@
 #include "model/layers.h"
 
 #include <cmath>
+#include <limits>
 
 #include <torch/torch.h>
 
@@ -91,17 +92,18 @@ torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x, const torch::Ten
       train);
 }
 
-torch::Tensor DecoderLayerImpl::forward_step(const torch::Tensor& x, const torch::Tensor& encoder_out,
-                                             const torch::Tensor& encoder_padding_mask,
-                                             DecoderLayerCache& cache) {
+torch::Tensor DecoderLayerImpl::forward_step(const torch::Tensor& x, DecoderCache& cache, size_t index) {
   const bool train = is_training();
   auto h = self_attn_block.forward(
-      x, [&](const torch::Tensor& t) { return self_attn->forward_step(t, t, {}, false, cache.self_attn); },
+      x,
+      [&](const torch::Tensor& t) {
+        return self_attn->forward_step(t, cache.append(index, self_attn->project_kv(t)), {});
+      },
       train);
   h = encoder_attn_block.forward(
       h,
       [&](const torch::Tensor& t) {
-        return encoder_attn->forward_step(t, encoder_out, encoder_padding_mask, true, cache.encoder_attn);
+        return encoder_attn->forward_step(t, cache.encoder(index), cache.encoder_bias());
       },
       train);
   return ffn_block.forward(
@@ -188,22 +190,21 @@ torch::Tensor DecoderImpl::output(const torch::Tensor& x) {
   return torch::linear(layer_norm ? layer_norm(x) : x, output_weight());
 }
 
-void DecoderCache::reorder(const torch::Tensor& index, const torch::Tensor& encoder_index) {
-  for (auto& layer : layers) {
-    layer.self_attn.reorder(index);
-    if (encoder_index.defined()) layer.encoder_attn.reorder(encoder_index);
-  }
+DecoderCache DecoderImpl::start_decoding(const EncoderOut& encoder, int64_t max_positions) {
+  std::vector<KeyValues> kv;
+  for (const auto& layer : *layers) kv.push_back(layer->as<DecoderLayerImpl>()->encoder_attn->project_kv(encoder.out));
+  const int64_t B = kv[0].k.size(0), H = kv[0].k.size(1), S = kv[0].k.size(2);
+  auto bias = torch::zeros({B, 1, 1, S}, kv[0].k.options())
+                  .masked_fill(encoder.padding_mask.view({B, 1, 1, S}), -std::numeric_limits<double>::infinity())
+                  .expand({B, H, 1, S});
+  return DecoderCache(std::move(kv), bias, max_positions);
 }
 
-torch::Tensor DecoderImpl::forward_step(const torch::Tensor& token, const EncoderOut& encoder,
-                                        DecoderCache& cache) {
-  cache.layers.resize(layers->size());
-  auto x = embedding_.forward(embed_tokens, token, is_training(), cache.steps);  // (B,1,C)
-  for (size_t i = 0; i < layers->size(); ++i)
-    x = layers[i]->as<DecoderLayerImpl>()->forward_step(x, encoder.out, encoder.padding_mask,
-                                                        cache.layers[i]);
-  ++cache.steps;
-  return output(x).squeeze(1);  // (B,V)
+torch::Tensor DecoderImpl::forward_step(const torch::Tensor& token, DecoderCache& cache) {
+  auto x = embedding_.forward(embed_tokens, token, is_training(), cache.steps());  // (N,1,C)
+  for (size_t i = 0; i < layers->size(); ++i) x = layers[i]->as<DecoderLayerImpl>()->forward_step(x, cache, i);
+  cache.advance();
+  return output(x).squeeze(1);  // (N,V)
 }
 
 }  // namespace normlab::model

@@ -12,6 +12,7 @@
 
 #include "model/attention.h"
 #include "model/config.h"
+#include "model/decoder_cache.h"
 #include "model/residual_block.h"
 
 namespace normlab::model {
@@ -33,11 +34,6 @@ class EncoderLayerImpl : public torch::nn::Module {
 };
 TORCH_MODULE(EncoderLayer);
 
-// What incremental decoding keeps for one decoder layer (attention.h).
-struct DecoderLayerCache {
-  KeyValueCache self_attn, encoder_attn;
-};
-
 class DecoderLayerImpl : public torch::nn::Module {
  public:
   DecoderLayerImpl(const ModelConfig& config, double deepnorm_alpha,
@@ -45,9 +41,9 @@ class DecoderLayerImpl : public torch::nn::Module {
   // x (B,T,C), padding_mask (B,T), encoder_out (B,S,C), encoder_padding_mask (B,S) -> (B,T,C)
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& padding_mask,
                         const torch::Tensor& encoder_out, const torch::Tensor& encoder_padding_mask);
-  // One decoding step: x (B,1,C) the newest position, earlier ones in `cache` -> (B,1,C).
-  torch::Tensor forward_step(const torch::Tensor& x, const torch::Tensor& encoder_out,
-                             const torch::Tensor& encoder_padding_mask, DecoderLayerCache& cache);
+  // One decoding step: x (N,1,C) the newest position, earlier ones in `cache`, where this
+  // is layer `index` -> (N,1,C).
+  torch::Tensor forward_step(const torch::Tensor& x, DecoderCache& cache, size_t index);
 
   MultiheadAttention self_attn{nullptr}, encoder_attn{nullptr};
   torch::nn::Linear fc1{nullptr}, fc2{nullptr};
@@ -93,26 +89,20 @@ class EncoderImpl : public torch::nn::Module {
 };
 TORCH_MODULE(Encoder);
 
-// Incremental decoding state of a whole decoder: per layer, the self-attention keys/values of
-// the `steps` positions fed so far and the encoder-attention keys/values (computed once).
-struct DecoderCache {
-  std::vector<DecoderLayerCache> layers;
-  int64_t steps = 0;
-  // Row i becomes row index[i] (beam reordering); the encoder keys/values follow
-  // `encoder_index` when it is defined (sentences dropped), else they stay.
-  void reorder(const torch::Tensor& index, const torch::Tensor& encoder_index);
-};
-
 class DecoderImpl : public torch::nn::Module {
  public:
   // `shared_embedding` is the encoder's table when all embeddings are shared, else null.
   DecoderImpl(const ModelConfig& config, torch::nn::Embedding shared_embedding);
   // prev_output_tokens (B,T) -> logits (B,T,V)
   torch::Tensor forward(const torch::Tensor& prev_output_tokens, const EncoderOut& encoder);
-  // One step of incremental decoding: the newest token (B,1) at position cache.steps, the
-  // earlier ones held in `cache` (empty at the first step) -> logits (B,V); advances cache.
-  // Equals the last row of forward() on the whole prefix (within float rounding).
-  torch::Tensor forward_step(const torch::Tensor& token, const EncoderOut& encoder, DecoderCache& cache);
+  // Incremental decoding of the B sentences in `encoder`, each in N/B consecutive rows (its
+  // beams), for at most `max_positions` steps: every layer's encoder keys and values,
+  // projected once, in a cache that forward_step() fills.
+  DecoderCache start_decoding(const EncoderOut& encoder, int64_t max_positions);
+  // One step of incremental decoding: the newest token (N,1) at position cache.steps(), the
+  // earlier ones held in `cache` -> logits (N,V); advances cache. Equals the last row of
+  // forward() on the whole prefix (within float rounding).
+  torch::Tensor forward_step(const torch::Tensor& token, DecoderCache& cache);
   // The output projection (V,C): the decoder's table when shared, else its own matrix.
   torch::Tensor output_weight() const;
 

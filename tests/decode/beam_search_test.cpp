@@ -48,22 +48,20 @@ TEST_P(Incremental, LogitsEqualFullRecomputation) {
     torch::NoGradGuard no_grad;
     auto src = ids({{5, 6, 7, 8, kEos}, {9, 10, kEos, kPad, kPad}, {11, kEos, kPad, kPad, kPad}});
     auto prev = ids({{kEos, 12, 13, 14, 15, 16}, {kEos, 17, 18, 19, 20, 21}, {kEos, 22, 23, 24, 25, 26}});
-    auto encoder = m->encoder(src);
-    model::DecoderCache cache;
+    auto cache = m->decoder->start_decoding(m->encoder(src), prev.size(1));
     const auto order = torch::tensor(std::vector<int64_t>{2, 0, 0});  // a beam reordering
     auto reordered_prev = prev.clone();
     for (int64_t t = 0; t < prev.size(1); ++t) {
       if (t == 3) {  // rows take over another row's prefix; the encoder rows follow
         reordered_prev = torch::cat({prev.index_select(0, order).slice(1, 0, 3), prev.slice(1, 3)}, 1);
         cache.reorder(order, order);
-        encoder = {encoder.out.index_select(0, order), encoder.padding_mask.index_select(0, order)};
       }
-      auto step = m->decoder->forward_step(reordered_prev.slice(1, t, t + 1), encoder, cache);
+      auto step = m->decoder->forward_step(reordered_prev.slice(1, t, t + 1), cache);
       auto full = m->forward(t < 3 ? src : src.index_select(0, order), reordered_prev.slice(1, 0, t + 1));
       const double diff = (step - full.select(1, t)).abs().max().item<double>();
       EXPECT_LT(diff, tol) << "step " << t << " dtype " << dtype;
     }
-    EXPECT_EQ(cache.steps, prev.size(1));
+    EXPECT_EQ(cache.steps(), prev.size(1));
   }
 }
 

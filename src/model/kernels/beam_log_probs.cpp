@@ -1,0 +1,58 @@
+#include "model/kernels/beam_log_probs.h"
+
+#include <limits>
+
+#include <ATen/Parallel.h>
+#include <torch/torch.h>
+
+#include "model/kernels/beam_log_probs_rows.h"
+
+namespace normlab::model::kernels {
+namespace {
+
+constexpr int64_t kRowsPerTask = 16;
+
+// The unfused composition (beam search before the fused rows; their test's reference).
+torch::Tensor composed(const torch::Tensor& logits, const torch::Tensor& scores) {
+  const bool reduced = logits.scalar_type() == torch::kBFloat16 || logits.scalar_type() == torch::kHalf;
+  auto lp = torch::log_softmax(reduced ? logits.to(torch::kFloat) : logits, -1);
+  lp.masked_fill_(lp.ne(lp), -std::numeric_limits<double>::infinity());
+  return scores.defined() ? lp.add_(scores.unsqueeze(1)) : lp;
+}
+
+}  // namespace
+
+bool beam_log_probs_fused(const torch::Tensor& logits) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  static const bool vector_units = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  const auto type = logits.scalar_type();
+  return vector_units && logits.device().is_cpu() &&
+         (type == torch::kFloat || type == torch::kBFloat16 || type == torch::kHalf);
+#else
+  (void)logits;
+  return false;  // the row kernel is built for x86-64's AVX2 only
+#endif
+}
+
+torch::Tensor beam_log_probs(const torch::Tensor& logits, const torch::Tensor& scores) {
+  TORCH_CHECK(logits.dim() == 2 && (!scores.defined() || (scores.dim() == 1 && scores.size(0) == logits.size(0))),
+              "beam_log_probs: logits (N,V) and scores (N), got ", logits.sizes(), " and ",
+              scores.defined() ? scores.sizes() : torch::IntArrayRef{});
+  if (!beam_log_probs_fused(logits)) return composed(logits, scores);
+  auto x = logits.contiguous();
+  const int64_t n = x.size(0), v = x.size(1);
+  auto out = torch::empty({n, v}, x.options().dtype(torch::kFloat));
+  torch::Tensor s = scores.defined() ? scores.to(torch::kFloat).contiguous() : torch::Tensor();
+  const float* ps = s.defined() ? s.data_ptr<float>() : nullptr;
+  auto rows = [&](const auto* px) {
+    at::parallel_for(0, n, kRowsPerTask, [&](int64_t begin, int64_t end) {
+      beam_log_probs_rows(px, ps, v, begin, end, out.data_ptr<float>());
+    });
+  };
+  if (x.scalar_type() == torch::kFloat) rows(x.data_ptr<float>());
+  else if (x.scalar_type() == torch::kBFloat16) rows(reinterpret_cast<const c10::BFloat16*>(x.data_ptr()));
+  else rows(reinterpret_cast<const c10::Half*>(x.data_ptr()));
+  return out;
+}
+
+}  // namespace normlab::model::kernels
