@@ -57,3 +57,16 @@ class Checks:
         verdict = f"{len(self.failures)} failures" if self.failures else "ok"
         print(f"{verdict}; {details}" if details else verdict)
         return 1 if self.failures else 0
+
+
+def same_parameters(a, b):
+    """Whether two normlab checkpoints hold bit-identical parameters (optimiser state, random
+    streams and metadata aside)."""
+    import torch
+
+    def parameters(checkpoint):
+        state = torch.load(checkpoint)
+        return {k: v for k, v in state.items() if not k.startswith(("extra/", "__normlab"))}
+
+    pa, pb = parameters(a), parameters(b)
+    return pa.keys() == pb.keys() and all(torch.equal(pa[k], pb[k]) for k in pa)

@@ -9,19 +9,12 @@
 
 #include "analysis/curvature.h"
 #include "analysis/lanczos.h"
+#include "known_spectrum.h"
 #include "tiny_hessian.h"
 #include "train/optimizer.h"
 
 namespace normlab::analysis {
 namespace {
-
-torch::Tensor with_spectrum(const std::vector<double>& eigs, uint64_t seed) {
-  const auto n = static_cast<int64_t>(eigs.size());
-  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
-  auto q = std::get<0>(torch::linalg_qr(torch::randn({n, n}, gen, torch::kFloat64)));
-  auto a = q.matmul(torch::diag(torch::tensor(eigs, torch::kFloat64))).matmul(q.t());
-  return (a + a.t()) / 2;
-}
 
 // P of REFERENCE §9 written out from the optimiser's saved state, parameter by parameter.
 torch::Tensor expected_preconditioner(const train::Optimizer& opt, const FullDataHessian& h, train::Preconditioner kind,

@@ -10,17 +10,10 @@
 #include "analysis/hutchinson.h"
 #include "analysis/lanczos.h"
 #include "analysis/slq.h"
+#include "known_spectrum.h"
 
 namespace normlab::analysis {
 namespace {
-
-torch::Tensor with_spectrum(const std::vector<double>& eigs, uint64_t seed) {
-  const auto n = static_cast<int64_t>(eigs.size());
-  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
-  auto q = std::get<0>(torch::linalg_qr(torch::randn({n, n}, gen, torch::kFloat64)));
-  auto a = q.matmul(torch::diag(torch::tensor(eigs, torch::kFloat64))).matmul(q.t());
-  return (a + a.t()) / 2;  // (n,n), symmetric to the last bit
-}
 
 LinearOperator matrix_operator(const torch::Tensor& a) {
   return [a](const torch::Tensor& v) { return a.mv(v); };

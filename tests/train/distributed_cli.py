@@ -36,16 +36,6 @@ def free_port():
         return s.getsockname()[1]
 
 
-def parameters(checkpoint):
-    state = torch.load(checkpoint)
-    return {k: v for k, v in state.items() if not k.startswith(("extra/", "__normlab"))}
-
-
-def same(a, b):
-    pa, pb = parameters(a), parameters(b)
-    return pa.keys() == pb.keys() and all(torch.equal(pa[k], pb[k]) for k in pa)
-
-
 def digest(path):
     return hashlib.sha256(open(path, "rb").read()).hexdigest()
 
@@ -90,7 +80,7 @@ def main():
     ones = sorted(f for f in os.listdir(os.path.join(one, "checkpoints")) if f.startswith("checkpoint_"))
     twos = sorted(f for f in os.listdir(os.path.join(two, "checkpoints")) if f.startswith("checkpoint_"))
     check(ones == twos and len(ones) > 10, f"the same updates: {ones} vs {twos}")
-    differ = [f for f in ones if f in twos and not same(os.path.join(one, "checkpoints", f),
+    differ = [f for f in ones if f in twos and not cli_setup.same_parameters(os.path.join(one, "checkpoints", f),
                                                          os.path.join(two, "checkpoints", f))]
     check(not differ, f"parameters differ between 2 ranks and update-freq 2 after: {differ}")
     records = lambda run: [json.loads(l) for l in open(os.path.join(run, "metrics.jsonl"))]
@@ -109,7 +99,7 @@ def main():
     ref5 = w("ref5")
     subprocess.run(argv(ref5, "--max-steps", "5", "--update-freq", "2"), check=True, capture_output=True)
     last = os.path.join("checkpoints", "checkpoint_last.pt")
-    check(r.returncode == 0 and same(os.path.join(tr, last), os.path.join(ref5, last)),
+    check(r.returncode == 0 and cli_setup.same_parameters(os.path.join(tr, last), os.path.join(ref5, last)),
           "torchrun's 2 ranks end where 1 rank x update-freq 2 does")
 
     # 3. Kill rank 1 after update 10's checkpoint; relaunch; compare with an uninterrupted run.
@@ -137,7 +127,7 @@ def main():
     results = two_ranks(killed, *limits, dropout="0.3")
     check(all(rc == 0 for rc, _ in results) and "resuming at update" in results[0][1],
           f"relaunch did not resume: {results}")
-    check(same(os.path.join(straight, last), os.path.join(killed, last)),
+    check(cli_setup.same_parameters(os.path.join(straight, last), os.path.join(killed, last)),
           "kill + relaunch ends bit-identical to the uninterrupted 2-rank run (dropout on)")
 
     # 4. Launch errors: one line, non-zero, within the timeout.

@@ -12,7 +12,6 @@ import subprocess
 import sys
 import time
 
-import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import cli_setup  # noqa: E402
 
@@ -26,16 +25,6 @@ def train_args(normlab, prefix, out, precision):
             "--max-tokens", "200", "--max-steps", str(2 * N), "--save-interval-updates", str(N),
             "--log-interval", "10", "--lr", "1e-3", "--seed", "5", "--threads", "1",
             "--device", "cpu", "--precision", precision, "--out", out]
-
-
-def parameters(checkpoint):
-    state = torch.load(checkpoint)
-    return {k: v for k, v in state.items() if not k.startswith(("extra/", "__normlab"))}
-
-
-def same(a, b):
-    pa, pb = parameters(a), parameters(b)
-    return pa.keys() == pb.keys() and all(torch.equal(pa[k], pb[k]) for k in pa)
 
 
 def main():
@@ -63,7 +52,7 @@ def main():
         print("the second run did not resume:", resumed.stderr)
         return 1
     last = "checkpoints/checkpoint_last.pt"
-    if not same(os.path.join(straight, last), os.path.join(killed, last)):
+    if not cli_setup.same_parameters(os.path.join(straight, last), os.path.join(killed, last)):
         print("FAIL: parameters after kill + resume differ from the uninterrupted run")
         return 1
 
@@ -86,7 +75,7 @@ def main():
             return 1
         fp32 = w("fp32")
         subprocess.run(train_args(args.normlab, prefix, fp32, "fp32"), check=True, capture_output=True)
-        if same(os.path.join(straight, last), os.path.join(fp32, last)):
+        if cli_setup.same_parameters(os.path.join(straight, last), os.path.join(fp32, last)):
             print(f"FAIL: the {args.precision} run ended with the fp32 run's parameters: no mixed precision")
             return 1
     print(f"1 passed, 0 failed ({args.precision}, killed {'during' if was_running else 'after'} training)")
