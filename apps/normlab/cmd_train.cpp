@@ -61,6 +61,7 @@ Runner add_train_command(CLI::App& app, const GlobalOptions& global) {
     std::string optimizer = "adamw", betas = "0.9,0.98", radam_fallback = "skip";
     std::string schedule = "inverse-sqrt", ls_formula = "uniform", best_metric = "loss";
     std::string adam_init_v = "zero", preconditioner = "next";
+    bool curvature = false;  // --curvature: the series at CurvatureConfig::kDefaultEvery
     std::string precision = "fp32";
     DistCliOptions dist;
   };
@@ -150,6 +151,10 @@ Runner add_train_command(CLI::App& app, const GlobalOptions& global) {
       ->delimiter(',')->capture_default_str()->group(lim);
 
   const std::string cv = "Curvature during training (docs/curvature.md)";
+  cmd->add_flag("--curvature", o->curvature,
+                "the curvature series every " + std::to_string(train::CurvatureConfig::kDefaultEvery) +
+                    " updates (at most ~10% of the training time on the synthetic task's cells)")
+      ->group(cv);
   cmd->add_option("--curvature-every", c.curvature.every,
                   "sharpness (and Adam's preconditioned sharpness) at update 0 and every N updates: "
                   "RUN_DIR/curvature.jsonl (0: off)")->capture_default_str()->group(cv);
@@ -176,6 +181,7 @@ Runner add_train_command(CLI::App& app, const GlobalOptions& global) {
     c.optimizer.radam_fallback = train::parse_radam_fallback(o->radam_fallback);
     c.optimizer.adam_init_v = train::parse_adam_init_v(o->adam_init_v);
     c.curvature.preconditioner = train::parse_preconditioner(o->preconditioner);
+    if (o->curvature && c.curvature.every == 0) c.curvature.every = train::CurvatureConfig::kDefaultEvery;
     c.schedule.kind = train::parse_schedule_kind(o->schedule);
     c.schedule.max_steps = c.max_steps;
     c.ls_formula = train::parse_label_smoothing_formula(o->ls_formula);

@@ -53,6 +53,16 @@ def main():
     check(r.returncode == 0 and "resuming at update" in r.stderr, f"resume failed: {r.stderr}")
     strip = lambda rs: [{k: v for k, v in x.items() if k != "seconds"} for x in rs]
     check(strip(series(killed)) == strip(recs), "the resumed series differs from the uninterrupted one")
+    # --curvature: the series at its default interval (500 updates: only update 0 in 3 updates).
+    default = w("default")
+    cmd = argv(default) + ["--curvature"]
+    for option, value in (("--curvature-every", "0"), ("--max-steps", "3")):
+        cmd[cmd.index(option) + 1] = value
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    check(r.returncode == 0 and [x["step"] for x in series(default)] == [0] and
+          json.load(open(os.path.join(default, "config.json")))["curvature"]["every"] == 500,
+          f"--curvature: {r.stderr}")
+
     # probe --critical-lr: one row per scheme, seed and optimiser; an lr_c inside the range.
     out = w("critical")
     r = subprocess.run([args.normlab, "--threads", "1", "probe", "--critical-lr", "--schemes", "post-ln,pre-ln",
