@@ -4,7 +4,8 @@ on Multi30k val, seconds each.
 
 - Equivalence: 2 ranks x --update-freq 1 and 1 rank x --update-freq 2 walk the same batches;
   their parameters after every update are bit-identical (dropout off: each rank has its own
-  dropout stream), across an epoch end whose last update has one batch for two ranks.
+  dropout stream), across an epoch end whose last update has one batch for two ranks, while
+  both measure the curvature series, which agrees to float32 summation (1e-4).
 - torchrun --standalone --no-python starts the same job (its agent serves the store).
 - Faults: rank 1 killed with SIGKILL after a checkpoint makes rank 0 stop, non-zero, naming
   the lost rank, within seconds; launching again resumes from the last intact checkpoint and
@@ -72,10 +73,12 @@ def main():
 
     # 1. Equivalence, over an epoch end (Multi30k val at 1500 tokens: an odd number of batches).
     one, two = w("one"), w("two")
-    r = subprocess.run(argv(one, "--max-epochs", "2", "--update-freq", "2", "--save-interval-updates", "1"),
-                       capture_output=True, text=True)
+    # Both also measure the curvature series (issue 17), which must not change the training.
+    curvature = ("--curvature-every", "5", "--curvature-sentences", "200", "--curvature-steps", "4")  # 200: several batches
+    r = subprocess.run(argv(one, "--max-epochs", "2", "--update-freq", "2", "--save-interval-updates", "1",
+                            *curvature), capture_output=True, text=True)
     check(r.returncode == 0, f"1 rank x update-freq 2 failed: {r.stderr}")
-    results = two_ranks(two, "--max-epochs", "2", "--save-interval-updates", "1")
+    results = two_ranks(two, "--max-epochs", "2", "--save-interval-updates", "1", *curvature)
     check(all(rc == 0 for rc, _ in results), f"2 ranks failed: {results}")
     ones = sorted(f for f in os.listdir(os.path.join(one, "checkpoints")) if f.startswith("checkpoint_"))
     twos = sorted(f for f in os.listdir(os.path.join(two, "checkpoints")) if f.startswith("checkpoint_"))
@@ -87,6 +90,13 @@ def main():
     key = lambda x: (x["step"], x.get("loss"), x.get("grad_norm"), x.get("valid_loss"))
     check([key(x) for x in records(one)] == [key(x) for x in records(two)],
           "the same records (losses, gradient norms, validations) from 1 rank and 2 ranks")
+    series = [[json.loads(l) for l in open(os.path.join(run, "curvature.jsonl"))] for run in (one, two)]
+    close = lambda x, y: abs(x - y) <= 1e-4 * max(abs(x), abs(y))
+    check([x["step"] for x in series[0]] == [x["step"] for x in series[1]] and len(series[0]) > 3 and
+          all(close(a["lambda_max"], b["lambda_max"]) and
+              close(a["preconditioned_lambda_max"], b["preconditioned_lambda_max"])
+              for a, b in zip(series[0], series[1])),
+          f"the curvature series of 2 ranks against 1 (float32 sums in another order): {series}")
     saved = torch.load(os.path.join(two, "checkpoints", "checkpoint_last.pt"))
     check("extra/rng/cpu/rank1" in saved, "rank 1's dropout stream is in the checkpoint")
     check(results[1][1] == "", f"only rank 0 logs: rank 1 said {results[1][1]!r}")
