@@ -32,31 +32,29 @@ std::optional<LaunchEnv> read_launch_env(const std::function<const char*(const c
                                   " launch sets it; see docs/distributed.md)");
     return v;
   };
-  LaunchEnv env;
+  // Each launcher's names for the same four facts (REFERENCE §8). srun sets the tasks per node
+  // only under --ntasks-per-node; without it (and likewise without LOCAL_WORLD_SIZE) each
+  // process is taken to have the machine to itself, and its local rank is bounded by the world.
+  struct Names {
+    const char *launcher, *rank, *world, *local_world, *local_rank;
+  };
+  static constexpr Names kLaunchers[] = {
+      {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "LOCAL_RANK"},  // or any env:// launcher
+      {"srun", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_NTASKS_PER_NODE", "SLURM_LOCALID"},
+  };
+  const Names* names = nullptr;
+  for (const auto& n : kLaunchers)
+    if (names == nullptr && get(n.rank) != nullptr) names = &n;
+  if (names == nullptr) return std::nullopt;
   constexpr long kMaxRanks = 1 << 20;
-  if (get("RANK") != nullptr) {  // torchrun, or any env:// launcher
-    env.launcher = "torchrun";
-    env.world_size = parse_int("WORLD_SIZE", need("WORLD_SIZE", env.launcher), 1, kMaxRanks);
-    env.rank = parse_int("RANK", get("RANK"), 0, env.world_size - 1);
-    env.local_world_size = get("LOCAL_WORLD_SIZE")
-                               ? parse_int("LOCAL_WORLD_SIZE", get("LOCAL_WORLD_SIZE"), 1, env.world_size)
-                               : 1;
-    env.local_rank = get("LOCAL_RANK") ? parse_int("LOCAL_RANK", get("LOCAL_RANK"), 0, env.local_world_size - 1) : 0;
-  } else if (get("SLURM_PROCID") != nullptr) {
-    env.launcher = "srun";
-    env.world_size = parse_int("SLURM_NTASKS", need("SLURM_NTASKS", env.launcher), 1, kMaxRanks);
-    env.rank = parse_int("SLURM_PROCID", get("SLURM_PROCID"), 0, env.world_size - 1);
-    // Set by srun only under --ntasks-per-node; without it each task is taken to have the node
-    // to itself (its CPU share is then --threads' or --cpus-per-task's business).
-    env.local_world_size = get("SLURM_NTASKS_PER_NODE")
-                               ? parse_int("SLURM_NTASKS_PER_NODE", get("SLURM_NTASKS_PER_NODE"), 1, env.world_size)
-                               : 1;
-    env.local_rank = get("SLURM_LOCALID")
-                         ? parse_int("SLURM_LOCALID", get("SLURM_LOCALID"), 0, env.world_size - 1)
-                         : 0;
-  } else {
-    return std::nullopt;
-  }
+  LaunchEnv env;
+  env.launcher = names->launcher;
+  env.world_size = parse_int(names->world, need(names->world, env.launcher), 1, kMaxRanks);
+  env.rank = parse_int(names->rank, get(names->rank), 0, env.world_size - 1);
+  const char* local_world = get(names->local_world);
+  env.local_world_size = local_world ? parse_int(names->local_world, local_world, 1, env.world_size) : 1;
+  if (const char* local_rank = get(names->local_rank))
+    env.local_rank = parse_int(names->local_rank, local_rank, 0, (local_world ? env.local_world_size : env.world_size) - 1);
   env.master_addr = need("MASTER_ADDR", env.launcher);
   env.master_port = parse_int("MASTER_PORT", need("MASTER_PORT", env.launcher), 1, 65535);
   if (const char* v = get("TORCHELASTIC_USE_AGENT_STORE")) env.agent_store = std::string(v) == "True";

@@ -70,7 +70,7 @@ void GradientReducer::all_reduce() {
 void broadcast_parameters(const std::vector<torch::Tensor>& params, core::ProcessGroup& group) {
   if (group.size() == 1) return;
   torch::NoGradGuard no_grad;
-  for (const auto& bucket : make_buckets(params, int64_t{25} << 20))
+  for (const auto& bucket : make_buckets(params, kBucketBytes))
     through_bucket(
         params, bucket, [&](size_t i) { return params[i]; }, [&](torch::Tensor& flat) { group.broadcast(flat); },
         [&](size_t i, const torch::Tensor& value) { params[i].copy_(value); });

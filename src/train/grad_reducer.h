@@ -13,11 +13,13 @@
 
 namespace normlab::train {
 
+constexpr int64_t kBucketBytes = int64_t{25} << 20;  // DDP's bucket_cap_mb
+
 class GradientReducer {
  public:
   // `params` in the same order on every rank; a bucket holds parameters of one dtype and device.
   GradientReducer(std::vector<torch::Tensor> params, core::ProcessGroup& group,
-                  int64_t bucket_bytes = int64_t{25} << 20);
+                  int64_t bucket_bytes = kBucketBytes);
   // Sums the gradients across ranks in place. A parameter with no gradient on this rank (no
   // batch in this update, or unused) takes part as zeros and gets the sum as its gradient.
   void all_reduce();
