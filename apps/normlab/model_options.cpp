@@ -12,11 +12,19 @@ torch::Dtype parse_dtype(const std::string& s) {
 
 void ModelOptions::add_to(CLI::App& cmd, bool vocab_options) {
   const std::string g = "Model";
-  cmd.add_option("--scheme", scheme_, "post-ln|pre-ln|t-fixup|admin|rezero|deepnorm")
-      ->capture_default_str()->group(g);
+  std::string schemes;
+  for (const auto& name : model::scheme_names()) schemes += (schemes.empty() ? "" : "|") + name;
+  cmd.add_option("--scheme", scheme_, schemes)->capture_default_str()->group(g);
   cmd.add_option("--preset", preset_, "iwslt-small|base|big|deep-narrow")
       ->capture_default_str()->group(g);
-  cmd.add_option("--norm", norm_, "override the scheme's norm placement: post|pre|none")->group(g);
+  cmd.add_option("--norm", norm_, "override the scheme's norm placement: post|pre|peri|mix|none")->group(g);
+  cmd.add_option("--norm-kind", norm_kind_, "override the scheme's norm: layernorm|rmsnorm|dyt")->group(g);
+  mix_alpha_opt_ = cmd.add_option("--mix-ln-alpha", mix_alpha_,
+                                  "--norm mix: Post-LN in the first floor(alpha L) layers of each stack")
+                       ->capture_default_str()->group(g);
+  cmd.add_flag("--ln-scaling", ln_scaling_, "LayerNorm scaling: layer l's norms x 1/sqrt(l) (--norm pre)")
+      ->group(g);
+  cmd.add_flag("--qk-norm", qk_norm_, "a norm of the scheme's kind on each head's q and k")->group(g);
   cmd.add_option("--residual", residual_, "override the residual form: plain|admin|rezero|deepnorm")
       ->group(g);
   cmd.add_option("--init", init_,
@@ -81,6 +89,10 @@ model::ModelConfig ModelOptions::resolve(bool vocab_from_data) const {
   if (!norm_.empty()) c.scheme.norm = model::parse_norm_placement(norm_);
   if (!residual_.empty()) c.scheme.residual = model::parse_residual_form(residual_);
   if (!init_.empty()) c.scheme.init = model::parse_init_method(init_);
+  if (!norm_kind_.empty()) c.scheme.norm_kind = model::parse_norm_kind(norm_kind_);
+  if (mix_alpha_opt_->count() > 0) c.scheme.mix_alpha = mix_alpha_;
+  if (ln_scaling_) c.scheme.ln_scaling = true;
+  if (qk_norm_) c.scheme.qk_norm = true;
   c.validate();
   if (vocab_from_data) c.src_vocab_size = c.tgt_vocab_size = 0;
   return c;

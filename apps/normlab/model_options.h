@@ -27,7 +27,10 @@ class ModelOptions {
  private:
   std::string scheme_ = "post-ln";
   std::string preset_ = "iwslt-small";
-  std::string norm_, residual_, init_;
+  std::string norm_, residual_, init_, norm_kind_;
+  double mix_alpha_ = model::kDefaultMixLnAlpha;
+  bool ln_scaling_ = false, qk_norm_ = false;
+  CLI::Option* mix_alpha_opt_ = nullptr;
   std::string share_ = "decoder", embed_init_ = "normal";
   model::ModelConfig sizes_;  // holds the explicit size and dropout flags
   int64_t vocab_size_ = 0;

@@ -6,11 +6,11 @@
 
 namespace normlab::analysis {
 
-torch::Tensor layer_norm_jacobian_norms(torch::nn::LayerNorm& norm, const torch::Tensor& x,
-                                        int64_t iterations) {
+torch::Tensor norm_jacobian_norms(const model::Norm& norm, const torch::Tensor& x,
+                                  int64_t iterations) {
   torch::AutoGradMode grad_on(true);
   auto in = x.detach().clone().requires_grad_(true);  // (N,C)
-  auto out = norm(in);                                // (N,C)
+  auto out = norm->forward(in);                       // (N,C)
   // J^T u = d(out . u)/d in; J v = d((J^T u) . v)/du, since J^T u is linear in u.
   auto u = torch::zeros_like(out).requires_grad_(true);
   auto jt_u = torch::autograd::grad({out}, {in}, {u}, /*retain_graph=*/true, /*create_graph=*/true)[0];
@@ -33,6 +33,10 @@ torch::Tensor sqrt_d_over_centered_norm(const torch::Tensor& x) {
   auto y = x.detach().to(torch::kFloat64);
   y = y - y.mean(1, true);
   return std::sqrt(static_cast<double>(x.size(1))) / y.norm(2, {1});
+}
+
+torch::Tensor sqrt_d_over_norm(const torch::Tensor& x) {
+  return std::sqrt(static_cast<double>(x.size(1))) / x.detach().to(torch::kFloat64).norm(2, {1});
 }
 
 }  // namespace normlab::analysis

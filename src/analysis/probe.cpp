@@ -165,22 +165,32 @@ struct Observed {
     it->second.first += (sq * w).sum().item<double>();
     it->second.second += w.sum().item<double>();
   }
-  void add_jacobian(const Key& k, torch::nn::LayerNorm norm, const torch::Tensor& x, const torch::Tensor& w) {
+  void add_jacobian(const Key& k, const model::Norm& norm, const torch::Tensor& x, const torch::Tensor& w) {
     auto rows = real_rows(x.detach(), w);
     rows = rows.slice(0, 0, std::min<int64_t>(rows.size(0), jacobian_tokens));
     ln.push_back({k,
                   {rows.to(torch::kFloat64).norm(2, {1}).mean().item<double>(),
-                   layer_norm_jacobian_norms(norm, rows, iterations).mean().item<double>(),
-                   sqrt_d_over_centered_norm(rows).mean().item<double>()}});
+                   norm_jacobian_norms(norm, rows, iterations).mean().item<double>(),
+                   closed_form_jacobian_norm(norm->kind(), rows)}});
+  }
+  // Xiong's sqrt(C)/||x - mean|| for LayerNorm, sqrt(C)/||x|| for RMSNorm (ln_jacobian.h),
+  // none for DyT (its Jacobian, diag(gamma alpha sech^2(alpha x)), has no such form).
+  static double closed_form_jacobian_norm(model::NormKind kind, const torch::Tensor& rows) {
+    switch (kind) {
+      case model::NormKind::kLayerNorm: return sqrt_d_over_centered_norm(rows).mean().item<double>();
+      case model::NormKind::kRMSNorm: return sqrt_d_over_norm(rows).mean().item<double>();
+      case model::NormKind::kDyT: break;
+    }
+    return kNaN;
   }
 };
 
 void install_observers(model::Seq2Seq& net, Observed& obs) {
-  const auto placement = net->config().scheme.norm;
   for (const auto& site : block_sites(net)) {
     const bool enc = site.stack == "encoder";
-    torch::nn::LayerNorm final_norm = enc ? net->encoder->layer_norm : net->decoder->layer_norm;
-    torch::nn::LayerNorm norm = site.block->norm();
+    const model::Norm final_norm = enc ? net->encoder->layer_norm : net->decoder->layer_norm;
+    const model::Norm norm = site.block->norm();
+    const auto placement = site.block->placement();
     site.block->set_observer([&obs, site, enc, placement, final_norm, norm](const char* what,
                                                                           const torch::Tensor& x) {
       const auto& w = enc ? obs.enc_w : obs.dec_w;
@@ -190,8 +200,10 @@ void install_observers(model::Seq2Seq& net, Observed& obs) {
         if (placement == model::NormPlacement::kPost && site.ffn)
           obs.add_square_norms({site.stack, site.layer, "x_post5"}, x, w);
         if (obs.jacobian) obs.add_jacobian({site.stack, site.layer, site.ln}, norm, x, w);
-      } else if (placement == model::NormPlacement::kPre && site.ffn) {
-        // Lemma 2, Pre-LN: x^{pre}_{l+1}, the residual stream after layer l (0-based).
+      } else if ((placement == model::NormPlacement::kPre || placement == model::NormPlacement::kPeri) &&
+                 site.ffn) {
+        // Lemma 2, Pre-LN: x^{pre}_{l+1}, the residual stream after layer l (0-based); the
+        // same stream of Peri-LN.
         obs.add_square_norms({site.stack, site.layer, "x_pre"}, x, w);
         if (site.last && obs.jacobian) obs.add_jacobian({site.stack, -1, "layer_norm"}, final_norm, x, w);
       }
@@ -199,14 +211,45 @@ void install_observers(model::Seq2Seq& net, Observed& obs) {
   }
 }
 
-// Xiong Lemma 2 in units of C, for layer index `layer` (0-based): {value, lower, upper}.
-std::array<double, 3> lemma2(const std::string& quantity, const std::string& stack, int64_t layer) {
+// Xiong Lemma 2 in units of C, E||x||^2/C in the analysis setting, for layer index `layer`
+// (0-based) of a stack of `layers`, and its analogues for the schemes of REFERENCE §10
+// (docs/probe.md derives them): {value, lower, upper}, NaN where nothing is predicted.
+//   x_post5 (Post-LN, and Mix-LN's post layers): 3/2; the norm's output has ||x||^2 = C for
+//     LayerNorm and RMSNorm alike (not DyT).
+//   x_pre (the stream after layer l, l = layer + 1): Pre-LN 1 + l/2 .. 1 + 3l/2, each layer
+//     adding C/2 .. 3C/2; with LayerNorm scaling layer k's norms give 1/k of that:
+//     1 + H_l/2 .. 1 + 3 H_l/2 (H_l the harmonic number); Mix-LN's pre layers start from a
+//     normalised stream after floor(alpha L) post layers: 1 + (l - k0)/2 .. 1 + 3(l - k0)/2;
+//     Peri-LN adds the output norm's C exactly twice per layer (the cross term has mean 0, the
+//     norm being odd in its input): 1 + 2l, linear in depth.
+std::array<double, 3> lemma2(const model::SchemeSettings& s, int64_t layers, const std::string& quantity,
+                             const std::string& stack, int64_t layer) {
+  if (s.norm_kind == model::NormKind::kDyT) return {kNaN, kNaN, kNaN};
   if (quantity == "x_post5") return {1.5, 1.5, 1.5};
-  if (quantity == "x_pre" && stack == "encoder") {
-    const double l = static_cast<double>(layer + 1);
-    return {kNaN, 1.0 + l / 2.0, 1.0 + 1.5 * l};
+  if (quantity != "x_pre" || stack != "encoder") return {kNaN, kNaN, kNaN};
+  const double l = static_cast<double>(layer + 1);
+  switch (s.norm) {
+    case model::NormPlacement::kPeri:
+      return {1.0 + 2.0 * l, kNaN, kNaN};
+    case model::NormPlacement::kMix: {
+      int64_t post_layers = 0;
+      while (post_layers < layers &&
+             model::layer_placement(s, post_layers, layers) == model::NormPlacement::kPost)
+        ++post_layers;
+      const double n = l - static_cast<double>(post_layers);
+      return {kNaN, 1.0 + n / 2.0, 1.0 + 1.5 * n};
+    }
+    case model::NormPlacement::kPre: {
+      double steps = l;
+      if (s.ln_scaling) {
+        steps = 0.0;
+        for (int64_t k = 1; k <= layer + 1; ++k) steps += 1.0 / static_cast<double>(k);
+      }
+      return {kNaN, 1.0 + steps / 2.0, 1.0 + 1.5 * steps};
+    }
+    default:
+      return {kNaN, kNaN, kNaN};
   }
-  return {kNaN, kNaN, kNaN};
 }
 
 struct SchemeTables {
@@ -277,6 +320,7 @@ void write_probe(const ProbeConfig& c, const nlohmann::json& config_json, const 
     const auto start = Clock::now();
     std::cerr << "normlab probe: " << scheme << "\n";
     const auto t = probe_scheme(c, scheme, source);
+    const auto m = scheme_config(c, scheme, source.vocab_size());
     nlohmann::json s;
     std::map<std::pair<std::string, int64_t>, std::array<double, 2>> ffn;  // fc1, fc2 expected
     t.grads.for_each([&](const Key& k, const std::vector<double>& mean, const std::vector<double>& sd) {
@@ -292,7 +336,7 @@ void write_probe(const ProbeConfig& c, const nlohmann::json& config_json, const 
     std::map<std::pair<std::string, int64_t>, std::array<double, 4>> lemma;  // value, lemma, lo, hi
     t.hidden.for_each([&](const Key& k, const std::vector<double>& mean, const std::vector<double>& sd) {
       const auto& [stack, layer, quantity] = k;
-      const auto l = lemma2(quantity, stack, layer);
+      const auto l = lemma2(m.scheme, m.encoder_layers, quantity, stack, layer);
       hidden << scheme << "," << stack << "," << layer << "," << quantity << "," << csv_number(mean[0]) << ","
              << csv_number(sd[0]) << "," << csv_number(l[0]) << "," << csv_number(l[1]) << "," << csv_number(l[2]) << "\n";
       if (quantity == "x_post5" || quantity == "x_pre") {
@@ -371,15 +415,20 @@ void write_sweep(const ProbeConfig& c, const nlohmann::json& config_json, const 
     // Theorem 1: Post-LN O(C sqrt(ln C)), independent of L; Pre-LN O(C sqrt(ln C / L)).
     std::vector<double> theory_d;
     for (auto d : dx) theory_d.push_back(d * std::sqrt(std::log(d)));
-    const bool pre = model::scheme_by_name(scheme).norm == model::NormPlacement::kPre;
+    // Theorem 1 is about Post-LN and Pre-LN (LayerNorm, no scaling); no slope for the others.
+    const auto settings = model::scheme_by_name(scheme);
+    const bool layernorm = settings.norm_kind == model::NormKind::kLayerNorm && !settings.ln_scaling;
+    double theory_layers = kNaN;
+    if (layernorm && settings.norm == model::NormPlacement::kPre) theory_layers = -0.5;
+    if (layernorm && settings.norm == model::NormPlacement::kPost) theory_layers = 0.0;
     slopes[scheme] = {{"slope_layers", lx.size() > 1 ? log_log_slope(lx, ly) : kNaN},
                       {"slope_d", dx.size() > 1 ? log_log_slope(dx, dy) : kNaN},
-                      {"theory_slope_layers", pre ? -0.5 : 0.0},
+                      {"theory_slope_layers", theory_layers},
                       {"theory_slope_d", dx.size() > 1 ? log_log_slope(dx, theory_d) : kNaN},
                       {"d_model_of_layer_sweep", d0},
                       {"layers_of_d_sweep", l0}};
     std::fprintf(stderr, "%s: slope vs L %.3f (theory %.1f), slope vs C %.3f (theory %.3f)\n", scheme.c_str(),
-                 slopes[scheme]["slope_layers"].get<double>(), pre ? -0.5 : 0.0,
+                 slopes[scheme]["slope_layers"].get<double>(), theory_layers,
                  slopes[scheme]["slope_d"].get<double>(), slopes[scheme]["theory_slope_d"].get<double>());
   }
   const std::filesystem::path out(c.out);

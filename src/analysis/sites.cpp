@@ -9,22 +9,26 @@
 
 namespace normlab::analysis {
 
+namespace {
+std::string norm_name(const std::string& block) { return model::block_names(block).norm; }
+}  // namespace
+
 std::vector<BlockSite> block_sites(model::Seq2Seq& net) {
   std::vector<BlockSite> out;
   const auto& enc = *net->encoder->layers;
   for (size_t i = 0; i < enc.size(); ++i) {
     auto* l = enc[i]->as<model::EncoderLayerImpl>();
     const auto n = static_cast<int64_t>(i);
-    out.push_back({"encoder", n, "self_attn_layer_norm", &l->self_attn_block, false, false});
-    out.push_back({"encoder", n, "final_layer_norm", &l->ffn_block, true, i + 1 == enc.size()});
+    out.push_back({"encoder", n, norm_name("self_attn"), &l->self_attn_block, false, false});
+    out.push_back({"encoder", n, norm_name("ffn"), &l->ffn_block, true, i + 1 == enc.size()});
   }
   const auto& dec = *net->decoder->layers;
   for (size_t i = 0; i < dec.size(); ++i) {
     auto* l = dec[i]->as<model::DecoderLayerImpl>();
     const auto n = static_cast<int64_t>(i);
-    out.push_back({"decoder", n, "self_attn_layer_norm", &l->self_attn_block, false, false});
-    out.push_back({"decoder", n, "encoder_attn_layer_norm", &l->encoder_attn_block, false, false});
-    out.push_back({"decoder", n, "final_layer_norm", &l->ffn_block, true, i + 1 == dec.size()});
+    out.push_back({"decoder", n, norm_name("self_attn"), &l->self_attn_block, false, false});
+    out.push_back({"decoder", n, norm_name("encoder_attn"), &l->encoder_attn_block, false, false});
+    out.push_back({"decoder", n, norm_name("ffn"), &l->ffn_block, true, i + 1 == dec.size()});
   }
   return out;
 }

@@ -11,12 +11,26 @@
 namespace normlab::model {
 
 MultiheadAttentionImpl::MultiheadAttentionImpl(int64_t d_model, int64_t heads,
-                                               double attention_dropout)
+                                               double attention_dropout,
+                                               std::optional<NormKind> qk_norm)
     : heads_(heads), attention_dropout_(attention_dropout) {
   q_proj = register_module("q_proj", torch::nn::Linear(d_model, d_model));
   k_proj = register_module("k_proj", torch::nn::Linear(d_model, d_model));
   v_proj = register_module("v_proj", torch::nn::Linear(d_model, d_model));
   out_proj = register_module("out_proj", torch::nn::Linear(d_model, d_model));
+  if (qk_norm) {
+    q_norm = register_module("q_norm", Norm(*qk_norm, d_model / heads));
+    k_norm = register_module("k_norm", Norm(*qk_norm, d_model / heads));
+  }
+}
+
+torch::Tensor MultiheadAttentionImpl::scaled_query(const torch::Tensor& q) const {
+  const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
+  return (q_norm ? q_norm->forward(q) : q) * scale;
+}
+
+torch::Tensor MultiheadAttentionImpl::key(const torch::Tensor& k) const {
+  return k_norm ? k_norm->forward(k) : k;
 }
 
 torch::Tensor MultiheadAttentionImpl::split_heads(const torch::Tensor& x) const {
@@ -59,21 +73,20 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& query,
                                               const torch::Tensor& key_value,
                                               const torch::Tensor& key_padding_mask,
                                               bool causal) {
-  const double scale = 1.0 / std::sqrt(static_cast<double>(query.size(2) / heads_));
   if (query.is_same(key_value)) {  // self-attention: q, k and v in one product
     auto qkv = project(query, {&q_proj, &k_proj, &v_proj});
-    return attend(qkv[0] * scale, qkv[1], qkv[2], key_padding_mask, causal);
+    return attend(scaled_query(qkv[0]), key(qkv[1]), qkv[2], key_padding_mask, causal);
   }
-  auto q = split_heads(linear(q_proj, query) * scale);
+  auto q = scaled_query(split_heads(linear(q_proj, query)));
   auto kv = project(key_value, {&k_proj, &v_proj});
-  return attend(q, kv[0], kv[1], key_padding_mask, causal);
+  return attend(q, key(kv[0]), kv[1], key_padding_mask, causal);
 }
 
 KeyValues MultiheadAttentionImpl::project_kv(const torch::Tensor& x) const {
   // Two products, not project(): a decoding step's input is one position, and stacking the
   // weights every step would copy them, and under bf16 cast the copy again (autocast caches
   // the casts of the weights themselves for the whole search).
-  return {split_heads(linear(k_proj, x)), split_heads(linear(v_proj, x))};
+  return {key(split_heads(linear(k_proj, x))), split_heads(linear(v_proj, x))};
 }
 
 torch::Tensor MultiheadAttentionImpl::forward_step(const torch::Tensor& query, const KeyValues& kv,
@@ -81,9 +94,8 @@ torch::Tensor MultiheadAttentionImpl::forward_step(const torch::Tensor& query, c
   const int64_t N = query.size(0), C = query.size(2), B = kv.k.size(0), L = kv.k.size(2), D = C / heads_;
   TORCH_CHECK(N % B == 0, "attention step: ", N, " query rows for ", B, " key/value rows");
   const int64_t G = N / B;
-  const double scale = 1.0 / std::sqrt(static_cast<double>(D));
   // (N,1,C) -> (B*H,G,D): a view when G = 1
-  auto q = (linear(q_proj, query) * scale).view({B, G, heads_, D}).transpose(1, 2).reshape({B * heads_, G, D});
+  auto q = scaled_query(linear(q_proj, query).view({B, G, heads_, D})).transpose(1, 2).reshape({B * heads_, G, D});
   auto k = kv.k.reshape({B * heads_, L, D}), v = kv.v.reshape({B * heads_, L, D});  // views of the cache
   auto scores = bias.defined() ? torch::baddbmm(bias.view({B * heads_, 1, L}), q, k.transpose(1, 2))
                                : torch::bmm(q, k.transpose(1, 2));  // (B*H,G,L)

@@ -1,20 +1,27 @@
 // Multi-head scaled dot-product attention with fairseq's parameter names. Knows nothing of
-// normalisation schemes: the ResidualBlock around it does.
+// residual schemes: the ResidualBlock around it does. Its one switch is QK-norm (Dehghani et
+// al. 2023, Wortsman et al. 2023): a norm over each head's D dimensions on q and on k before
+// q.k, its parameters (D) shared by the heads, named q_norm and k_norm.
 #pragma once
 
 #include <torch/nn/module.h>
 #include <torch/nn/modules/linear.h>
 
 #include <initializer_list>
+#include <optional>
 #include <vector>
 
+#include "model/config.h"
 #include "model/decoder_cache.h"
+#include "model/norm.h"
 
 namespace normlab::model {
 
 class MultiheadAttentionImpl : public torch::nn::Module {
  public:
-  MultiheadAttentionImpl(int64_t d_model, int64_t heads, double attention_dropout);
+  // `qk_norm`: the kind of QK-norm, or none.
+  MultiheadAttentionImpl(int64_t d_model, int64_t heads, double attention_dropout,
+                         std::optional<NormKind> qk_norm = std::nullopt);
 
   // query (B,T,C) attends to key_value (B,S,C). key_padding_mask (B,S) bool, true at padding,
   // or undefined; causal masks keys after the query's own position (needs T == S).
@@ -31,8 +38,13 @@ class MultiheadAttentionImpl : public torch::nn::Module {
   torch::Tensor forward_step(const torch::Tensor& query, const KeyValues& kv, const torch::Tensor& bias);
 
   torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, out_proj{nullptr};
+  Norm q_norm{nullptr}, k_norm{nullptr};  // QK-norm only
 
  private:
+  // q (..., D) as projected -> QK-normed (when on), times 1/sqrt(D).
+  torch::Tensor scaled_query(const torch::Tensor& q) const;
+  // k (..., D) as projected -> QK-normed (when on).
+  torch::Tensor key(const torch::Tensor& k) const;
   // (B,T,C) -> (B,H,T,D)
   torch::Tensor split_heads(const torch::Tensor& x) const;
   // x (B,L,C) through the given projections as one matrix product (their weights stacked): one

@@ -1,6 +1,7 @@
 #include "model/config.h"
 
 #include <array>
+#include <cmath>
 #include <stdexcept>
 #include <utility>
 
@@ -15,8 +16,14 @@ namespace {
 template <class E, size_t N>
 using Names = std::array<std::pair<E, const char*>, N>;
 
-constexpr Names<NormPlacement, 3> kNormNames{{
-    {NormPlacement::kPost, "post"}, {NormPlacement::kPre, "pre"}, {NormPlacement::kNone, "none"}}};
+constexpr Names<NormPlacement, 5> kNormNames{{{NormPlacement::kPost, "post"},
+                                               {NormPlacement::kPre, "pre"},
+                                               {NormPlacement::kPeri, "peri"},
+                                               {NormPlacement::kMix, "mix"},
+                                               {NormPlacement::kNone, "none"}}};
+constexpr Names<NormKind, 3> kNormKindNames{{{NormKind::kLayerNorm, "layernorm"},
+                                            {NormKind::kRMSNorm, "rmsnorm"},
+                                            {NormKind::kDyT, "dyt"}}};
 constexpr Names<ResidualForm, 4> kResidualNames{{{ResidualForm::kPlain, "plain"},
                                                  {ResidualForm::kAdmin, "admin"},
                                                  {ResidualForm::kReZero, "rezero"},
@@ -54,14 +61,20 @@ struct NamedScheme {
   const char* name;
   SchemeSettings settings;
 };
-// The papers' combinations (REFERENCE §1).
-const std::array<NamedScheme, 6> kSchemes{{
+// The papers' combinations (REFERENCE §1), then REFERENCE §10's.
+const std::array<NamedScheme, 11> kSchemes{{
     {"post-ln", {NormPlacement::kPost, ResidualForm::kPlain, InitMethod::kXavier}},
     {"pre-ln", {NormPlacement::kPre, ResidualForm::kPlain, InitMethod::kXavier}},
     {"t-fixup", {NormPlacement::kNone, ResidualForm::kPlain, InitMethod::kTFixup}},
     {"admin", {NormPlacement::kPost, ResidualForm::kAdmin, InitMethod::kAdminProfile}},
     {"rezero", {NormPlacement::kNone, ResidualForm::kReZero, InitMethod::kReZero}},
     {"deepnorm", {NormPlacement::kPost, ResidualForm::kDeepNorm, InitMethod::kDeepNorm}},
+    {"peri-ln", {NormPlacement::kPeri, ResidualForm::kPlain, InitMethod::kXavier}},
+    {"mix-ln", {NormPlacement::kMix, ResidualForm::kPlain, InitMethod::kXavier}},
+    {"dyt", {NormPlacement::kPre, ResidualForm::kPlain, InitMethod::kXavier, NormKind::kDyT}},
+    {"rmsnorm-pre", {NormPlacement::kPre, ResidualForm::kPlain, InitMethod::kXavier, NormKind::kRMSNorm}},
+    {"lns", {NormPlacement::kPre, ResidualForm::kPlain, InitMethod::kXavier, NormKind::kLayerNorm,
+             kDefaultMixLnAlpha, /*ln_scaling=*/true}},
 }};
 
 struct Preset {
@@ -104,6 +117,7 @@ std::string allowed_inits(ResidualForm r) {
 }  // namespace
 
 std::string to_string(NormPlacement v) { return name_of(kNormNames, v); }
+std::string to_string(NormKind v) { return name_of(kNormKindNames, v); }
 std::string to_string(ResidualForm v) { return name_of(kResidualNames, v); }
 std::string to_string(InitMethod v) { return name_of(kInitNames, v); }
 std::string to_string(SharedEmbeddings v) { return name_of(kShareNames, v); }
@@ -111,6 +125,9 @@ std::string to_string(EmbeddingInit v) { return name_of(kEmbedInitNames, v); }
 
 NormPlacement parse_norm_placement(const std::string& s, const std::string& option) {
   return parse(kNormNames, s, option);
+}
+NormKind parse_norm_kind(const std::string& s, const std::string& option) {
+  return parse(kNormKindNames, s, option);
 }
 ResidualForm parse_residual_form(const std::string& s, const std::string& option) {
   return parse(kResidualNames, s, option);
@@ -124,6 +141,22 @@ SharedEmbeddings parse_shared_embeddings(const std::string& s, const std::string
 
 EmbeddingInit parse_embedding_init(const std::string& s, const std::string& option) {
   return parse(kEmbedInitNames, s, option);
+}
+
+NormPlacement layer_placement(const SchemeSettings& s, int64_t index, int64_t count) {
+  if (s.norm != NormPlacement::kMix) return s.norm;
+  // Li et al. 2024, Sec. 3: Post-LN for layers l < floor(alpha L), Pre-LN for the rest.
+  const auto post_layers = static_cast<int64_t>(std::floor(s.mix_alpha * static_cast<double>(count)));
+  return index < post_layers ? NormPlacement::kPost : NormPlacement::kPre;
+}
+
+double norm_output_scale(const SchemeSettings& s, int64_t index) {
+  return s.ln_scaling ? 1.0 / std::sqrt(static_cast<double>(index + 1)) : 1.0;
+}
+
+bool has_final_norm(const SchemeSettings& s) {
+  return s.norm == NormPlacement::kPre || s.norm == NormPlacement::kPeri ||
+         s.norm == NormPlacement::kMix;
 }
 
 SchemeSettings scheme_by_name(const std::string& name) {
@@ -199,9 +232,19 @@ std::vector<std::string> ModelConfig::problems() const {
                   std::to_string(tgt_vocab_size) + " entries");
 
   // Scheme combinations (docs/schemes.md says why each is rejected).
-  const auto [norm, residual, init] = scheme;
+  const auto& [norm, residual, init, kind, mix_alpha, ln_scaling, qk_norm] = scheme;
   const std::string combo = "--norm " + to_string(norm) + " --residual " + to_string(residual) +
                             " --init " + to_string(init) + ": ";
+  if (kind != NormKind::kLayerNorm && norm == NormPlacement::kNone && !qk_norm)
+    out.push_back("--norm-kind " + to_string(kind) +
+                  " with --norm none: there is no norm to make one (choose a placement or --qk-norm)");
+  if (norm == NormPlacement::kMix && !(mix_alpha >= 0.0 && mix_alpha <= 1.0))
+    out.push_back("--mix-ln-alpha must be in [0, 1], got " + std::to_string(mix_alpha));
+  if (norm != NormPlacement::kMix && mix_alpha != kDefaultMixLnAlpha)
+    out.push_back("--mix-ln-alpha applies to --norm mix only (got --norm " + to_string(norm) + ")");
+  if (ln_scaling && norm != NormPlacement::kPre)
+    out.push_back("--ln-scaling scales Pre-LN's norms (Sun et al. 2025); it needs --norm pre, got --norm " +
+                  to_string(norm));
   if ((residual == ResidualForm::kAdmin || residual == ResidualForm::kDeepNorm) &&
       norm != NormPlacement::kPost)
     out.push_back(combo + to_string(residual) +
@@ -240,6 +283,10 @@ void to_json(nlohmann::json& j, const ModelConfig& c) {
        {"norm", to_string(c.scheme.norm)},
        {"residual", to_string(c.scheme.residual)},
        {"init", to_string(c.scheme.init)},
+       {"norm_kind", to_string(c.scheme.norm_kind)},
+       {"mix_ln_alpha", c.scheme.mix_alpha},
+       {"ln_scaling", c.scheme.ln_scaling},
+       {"qk_norm", c.scheme.qk_norm},
        {"rezero_alpha_init", c.rezero_alpha_init}};
 }
 
@@ -261,6 +308,11 @@ void from_json(const nlohmann::json& j, ModelConfig& c) {
   c.scheme.norm = parse_norm_placement(j.at("norm").get<std::string>(), "norm");
   c.scheme.residual = parse_residual_form(j.at("residual").get<std::string>(), "residual");
   c.scheme.init = parse_init_method(j.at("init").get<std::string>(), "init");
+  // Absent from files written before REFERENCE §10's schemes: LayerNorm, no scaling, no QK-norm.
+  c.scheme.norm_kind = parse_norm_kind(j.value("norm_kind", std::string("layernorm")), "norm_kind");
+  c.scheme.mix_alpha = j.value("mix_ln_alpha", kDefaultMixLnAlpha);
+  c.scheme.ln_scaling = j.value("ln_scaling", false);
+  c.scheme.qk_norm = j.value("qk_norm", false);
   j.at("rezero_alpha_init").get_to(c.rezero_alpha_init);
 }
 

@@ -10,8 +10,12 @@
 
 namespace normlab::model {
 
-// Where LayerNorm sits relative to the residual addition (REFERENCE §1).
-enum class NormPlacement { kPost, kPre, kNone };
+// Where the norm sits relative to the residual addition (REFERENCE §1, §10): post, pre,
+// peri (a norm on the sub-layer's input and one on its output, Peri-LN / sandwich), mix
+// (Mix-LN: post in the first floor(alpha L) layers of a stack, pre in the rest), none.
+enum class NormPlacement { kPost, kPre, kPeri, kMix, kNone };
+// Which norm (REFERENCE §10): LayerNorm, RMSNorm (Zhang & Sennrich 2019), DyT (Zhu et al. 2025).
+enum class NormKind { kLayerNorm, kRMSNorm, kDyT };
 // How the residual input is combined with the sub-layer output.
 enum class ResidualForm { kPlain, kAdmin, kReZero, kDeepNorm };
 // How parameters are initialised.
@@ -23,11 +27,28 @@ enum class SharedEmbeddings { kAll, kDecoder, kNone };
 // `xavier_uniform_` over all p.dim() > 1; docs/schemes.md).
 enum class EmbeddingInit { kNormal, kXavier };
 
+inline constexpr double kDefaultMixLnAlpha = 0.25;  // Li et al. 2024's choice (REFERENCE §10)
+
 struct SchemeSettings {
   NormPlacement norm = NormPlacement::kPost;
   ResidualForm residual = ResidualForm::kPlain;
   InitMethod init = InitMethod::kXavier;
+  NormKind norm_kind = NormKind::kLayerNorm;  // every norm of the model, QK-norm's included
+  double mix_alpha = kDefaultMixLnAlpha;  // Mix-LN's alpha; used with NormPlacement::kMix
+  bool ln_scaling = false;   // LayerNorm scaling (Sun et al. 2025): layer l's norms x 1/sqrt(l)
+  bool qk_norm = false;      // a norm on each head's q and k (Dehghani et al. 2023)
 };
+
+// What a scheme means for layer `index` (0-based) of a stack of `count` layers: Mix-LN is
+// post in the first floor(mix_alpha * count) layers and pre in the rest; every other
+// placement is the same in every layer.
+NormPlacement layer_placement(const SchemeSettings& s, int64_t index, int64_t count);
+// The factor on the outputs of layer `index`'s norms: 1/sqrt(index + 1) with LayerNorm
+// scaling (Sun et al. 2025: LN(x) / sqrt(l), l = index + 1 = 1..L), else 1.
+double norm_output_scale(const SchemeSettings& s, int64_t index);
+// Whether each stack ends in a norm of its own: pre, peri and mix do (their last layers leave
+// the residual stream un-normalised).
+bool has_final_norm(const SchemeSettings& s);
 
 struct ModelConfig {
   int64_t d_model = 512;          // C
@@ -54,19 +75,22 @@ struct ModelConfig {
 
 // Names as written on the command line and in JSON.
 std::string to_string(NormPlacement v);
+std::string to_string(NormKind v);
 std::string to_string(ResidualForm v);
 std::string to_string(InitMethod v);
 std::string to_string(SharedEmbeddings v);
 std::string to_string(EmbeddingInit v);
 // Parsers throw std::invalid_argument naming `option`, the value and the choices.
 NormPlacement parse_norm_placement(const std::string& s, const std::string& option = "--norm");
+NormKind parse_norm_kind(const std::string& s, const std::string& option = "--norm-kind");
 ResidualForm parse_residual_form(const std::string& s, const std::string& option = "--residual");
 InitMethod parse_init_method(const std::string& s, const std::string& option = "--init");
 SharedEmbeddings parse_shared_embeddings(const std::string& s,
                                          const std::string& option = "--share");
 EmbeddingInit parse_embedding_init(const std::string& s, const std::string& option = "--embed-init");
 
-// The papers' combinations: post-ln, pre-ln, t-fixup, admin, rezero, deepnorm.
+// The papers' combinations: post-ln, pre-ln, t-fixup, admin, rezero, deepnorm, and those of
+// REFERENCE §10: peri-ln, mix-ln, dyt, rmsnorm-pre, lns.
 SchemeSettings scheme_by_name(const std::string& name);
 std::vector<std::string> scheme_names();
 // The papers' sizes: iwslt-small, base, big, deep-narrow. Sets C, F, H and layer counts.

@@ -6,6 +6,7 @@
 #include "core/file_io.h"
 #include "core/tokens.h"
 #include "model/checkpoint.h"
+#include "model/norm.h"
 #include "model/scheme_constants.h"
 
 namespace normlab::model {
@@ -22,6 +23,11 @@ nlohmann::json weights_manifest(const Seq2Seq& model) {
        {{"norm", to_string(c.scheme.norm)},
         {"residual", to_string(c.scheme.residual)},
         {"init", to_string(c.scheme.init)},
+        {"norm_kind", to_string(c.scheme.norm_kind)},
+        {"mix_ln_alpha", c.scheme.mix_alpha},
+        {"ln_scaling", c.scheme.ln_scaling},
+        {"qk_norm", c.scheme.qk_norm},
+        {"dyt_alpha_init", kDyTAlphaInit},
         {"encoder_alpha", deepnorm ? deepnorm_encoder_alpha(c.encoder_layers, c.decoder_layers) : 1.0},
         {"decoder_alpha", deepnorm ? deepnorm_decoder_alpha(c.decoder_layers) : 1.0}}},
       {"special_tokens", {{"bos", kBos}, {"pad", kPad}, {"eos", kEos}, {"unk", kUnk}}},
@@ -29,7 +35,7 @@ nlohmann::json weights_manifest(const Seq2Seq& model) {
       {"decoder_start_token", kEos},
       {"position_offset", kPositionOffset},
       {"embed_scale", std::sqrt(static_cast<double>(c.d_model))},
-      {"layer_norm_eps", 1e-5},
+      {"layer_norm_eps", kNormEps},  // LayerNorm and RMSNorm
       {"tied", model->tied_aliases()},
   };
 }

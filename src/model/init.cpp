@@ -117,7 +117,7 @@ void initialize(Seq2Seq& model, uint64_t seed, const ProfileBatch* profile_batch
     torch::NoGradGuard no_grad;
     init_encoder(model->encoder, c);
     init_decoder(model->decoder, c);
-    // LayerNorms start at gamma = 1, beta = 0 (their constructor's values); Admin's omega at 1
+    // Norms start at weight 1, bias 0, DyT alpha 0.5 (their constructor's values); Admin's omega at 1
     // unless set above.
   }
   if (c.scheme.init == InitMethod::kAdminProfile) profile_admin(model, *profile_batch);

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include <torch/torch.h>
 
@@ -14,19 +15,17 @@
 namespace normlab::model {
 namespace {
 
-constexpr double kLayerNormEps = 1e-5;
-
 torch::Tensor register_rezero_alpha(torch::nn::Module& layer, const ModelConfig& config) {
   if (config.scheme.residual != ResidualForm::kReZero) return {};
   return layer.register_parameter("rezero_alpha", torch::zeros({1}));  // set by initialize()
 }
 
-torch::nn::LayerNorm final_layer_norm(torch::nn::Module& stack, const ModelConfig& config) {
-  if (config.scheme.norm != NormPlacement::kPre) return nullptr;
-  return stack.register_module(
-      "layer_norm",
-      torch::nn::LayerNorm(torch::nn::LayerNormOptions({config.d_model}).eps(kLayerNormEps)));
+Norm final_layer_norm(torch::nn::Module& stack, const ModelConfig& config) {
+  if (!has_final_norm(config.scheme)) return nullptr;
+  return stack.register_module("layer_norm", Norm(config.scheme.norm_kind, config.d_model));
 }
+
+
 
 torch::Tensor feed_forward(torch::nn::Linear& fc1, torch::nn::Linear& fc2,
                            const torch::Tensor& x, double activation_dropout, bool training) {
@@ -39,18 +38,34 @@ double deepnorm_alpha(const ModelConfig& c, bool decoder) {
                  : deepnorm_encoder_alpha(c.encoder_layers, c.decoder_layers);
 }
 
+// QK-norm's kind when the scheme has it on.
+std::optional<NormKind> query_key_norm(const ModelConfig& c) {
+  if (!c.scheme.qk_norm) return std::nullopt;
+  return c.scheme.norm_kind;
+}
+
+// The context of layer `index` of the encoder's or the decoder's stack.
+BlockContext layer_context(const ModelConfig& c, bool decoder, int64_t index,
+                           std::shared_ptr<AdminProfile> profile) {
+  BlockContext context;
+  context.layer = index;
+  context.layers = decoder ? c.decoder_layers : c.encoder_layers;
+  context.deepnorm_alpha = deepnorm_alpha(c, decoder);
+  context.profile = std::move(profile);
+  return context;
+}
+
 }  // namespace
 
-EncoderLayerImpl::EncoderLayerImpl(const ModelConfig& c, double alpha,
-                                   std::shared_ptr<AdminProfile> profile)
+EncoderLayerImpl::EncoderLayerImpl(const ModelConfig& c, BlockContext context)
     : activation_dropout_(c.activation_dropout) {
-  self_attn = register_module("self_attn", MultiheadAttention(c.d_model, c.heads, c.attention_dropout));
-  rezero_alpha = register_rezero_alpha(*this, c);
-  self_attn_block = ResidualBlock(*this, "self_attn_layer_norm", "self_attn_omega", c,
-                                  rezero_alpha, alpha, profile);
+  self_attn = register_module("self_attn", MultiheadAttention(c.d_model, c.heads, c.attention_dropout,
+                                                              query_key_norm(c)));
+  rezero_alpha = context.rezero_alpha = register_rezero_alpha(*this, c);
+  self_attn_block = ResidualBlock(*this, "self_attn", c, context);
   fc1 = register_module("fc1", torch::nn::Linear(c.d_model, c.ffn_dim));
   fc2 = register_module("fc2", torch::nn::Linear(c.ffn_dim, c.d_model));
-  ffn_block = ResidualBlock(*this, "final_layer_norm", "ffn_omega", c, rezero_alpha, alpha, profile);
+  ffn_block = ResidualBlock(*this, "ffn", c, context);
 }
 
 torch::Tensor EncoderLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& padding_mask) {
@@ -62,20 +77,18 @@ torch::Tensor EncoderLayerImpl::forward(const torch::Tensor& x, const torch::Ten
       train);
 }
 
-DecoderLayerImpl::DecoderLayerImpl(const ModelConfig& c, double alpha,
-                                   std::shared_ptr<AdminProfile> profile)
+DecoderLayerImpl::DecoderLayerImpl(const ModelConfig& c, BlockContext context)
     : activation_dropout_(c.activation_dropout) {
-  self_attn = register_module("self_attn", MultiheadAttention(c.d_model, c.heads, c.attention_dropout));
-  rezero_alpha = register_rezero_alpha(*this, c);
-  self_attn_block = ResidualBlock(*this, "self_attn_layer_norm", "self_attn_omega", c,
-                                  rezero_alpha, alpha, profile);
-  encoder_attn =
-      register_module("encoder_attn", MultiheadAttention(c.d_model, c.heads, c.attention_dropout));
-  encoder_attn_block = ResidualBlock(*this, "encoder_attn_layer_norm", "encoder_attn_omega", c,
-                                     rezero_alpha, alpha, profile);
+  self_attn = register_module("self_attn", MultiheadAttention(c.d_model, c.heads, c.attention_dropout,
+                                                              query_key_norm(c)));
+  rezero_alpha = context.rezero_alpha = register_rezero_alpha(*this, c);
+  self_attn_block = ResidualBlock(*this, "self_attn", c, context);
+  encoder_attn = register_module(
+      "encoder_attn", MultiheadAttention(c.d_model, c.heads, c.attention_dropout, query_key_norm(c)));
+  encoder_attn_block = ResidualBlock(*this, "encoder_attn", c, context);
   fc1 = register_module("fc1", torch::nn::Linear(c.d_model, c.ffn_dim));
   fc2 = register_module("fc2", torch::nn::Linear(c.ffn_dim, c.d_model));
-  ffn_block = ResidualBlock(*this, "final_layer_norm", "ffn_omega", c, rezero_alpha, alpha, profile);
+  ffn_block = ResidualBlock(*this, "ffn", c, context);
 }
 
 torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& padding_mask,
@@ -141,8 +154,8 @@ EncoderImpl::EncoderImpl(const ModelConfig& c)
   embed_tokens = register_module(
       "embed_tokens", torch::nn::Embedding(torch::nn::EmbeddingOptions(c.src_vocab_size, c.d_model)));
   layers = register_module("layers", torch::nn::ModuleList());
-  const double alpha = deepnorm_alpha(c, false);
-  for (int64_t i = 0; i < c.encoder_layers; ++i) layers->push_back(EncoderLayer(c, alpha, admin_profile));
+  for (int64_t i = 0; i < c.encoder_layers; ++i)
+    layers->push_back(EncoderLayer(c, layer_context(c, false, i, admin_profile)));
   layer_norm = final_layer_norm(*this, c);
 }
 
@@ -163,8 +176,8 @@ DecoderImpl::DecoderImpl(const ModelConfig& c, torch::nn::Embedding shared_embed
         "embed_tokens", torch::nn::Embedding(torch::nn::EmbeddingOptions(c.tgt_vocab_size, c.d_model)));
   }
   layers = register_module("layers", torch::nn::ModuleList());
-  const double alpha = deepnorm_alpha(c, true);
-  for (int64_t i = 0; i < c.decoder_layers; ++i) layers->push_back(DecoderLayer(c, alpha, admin_profile));
+  for (int64_t i = 0; i < c.decoder_layers; ++i)
+    layers->push_back(DecoderLayer(c, layer_context(c, true, i, admin_profile)));
   layer_norm = final_layer_norm(*this, c);
   if (c.share == SharedEmbeddings::kNone) {
     output_projection = register_module(

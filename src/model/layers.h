@@ -8,19 +8,19 @@
 #include <torch/nn/modules/container/modulelist.h>
 #include <torch/nn/modules/embedding.h>
 #include <torch/nn/modules/linear.h>
-#include <torch/nn/modules/normalization.h>
 
 #include "model/attention.h"
 #include "model/config.h"
 #include "model/decoder_cache.h"
+#include "model/norm.h"
 #include "model/residual_block.h"
 
 namespace normlab::model {
 
 class EncoderLayerImpl : public torch::nn::Module {
  public:
-  EncoderLayerImpl(const ModelConfig& config, double deepnorm_alpha,
-                   std::shared_ptr<AdminProfile> profile);
+  // `context` says where the layer sits; its rezero_alpha is registered here.
+  EncoderLayerImpl(const ModelConfig& config, BlockContext context);
   // x (B,S,C), padding_mask (B,S) -> (B,S,C)
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& padding_mask);
 
@@ -36,8 +36,7 @@ TORCH_MODULE(EncoderLayer);
 
 class DecoderLayerImpl : public torch::nn::Module {
  public:
-  DecoderLayerImpl(const ModelConfig& config, double deepnorm_alpha,
-                   std::shared_ptr<AdminProfile> profile);
+  DecoderLayerImpl(const ModelConfig& config, BlockContext context);
   // x (B,T,C), padding_mask (B,T), encoder_out (B,S,C), encoder_padding_mask (B,S) -> (B,T,C)
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& padding_mask,
                         const torch::Tensor& encoder_out, const torch::Tensor& encoder_padding_mask);
@@ -81,7 +80,7 @@ class EncoderImpl : public torch::nn::Module {
 
   torch::nn::Embedding embed_tokens{nullptr};
   torch::nn::ModuleList layers{nullptr};
-  torch::nn::LayerNorm layer_norm{nullptr};  // Pre-LN's final LayerNorm, else null
+  Norm layer_norm{nullptr};  // the final norm (pre, peri, mix: has_final_norm()), else null
   std::shared_ptr<AdminProfile> admin_profile = std::make_shared<AdminProfile>();
 
  private:
@@ -108,12 +107,12 @@ class DecoderImpl : public torch::nn::Module {
 
   torch::nn::Embedding embed_tokens{nullptr};
   torch::nn::ModuleList layers{nullptr};
-  torch::nn::LayerNorm layer_norm{nullptr};       // Pre-LN's final LayerNorm, else null
+  Norm layer_norm{nullptr};                      // the final norm, as the encoder's
   torch::nn::Linear output_projection{nullptr};  // only when not shared
   std::shared_ptr<AdminProfile> admin_profile = std::make_shared<AdminProfile>();
 
  private:
-  torch::Tensor output(const torch::Tensor& x);  // final LayerNorm (Pre-LN), projection to V
+  torch::Tensor output(const torch::Tensor& x);  // final norm (if any), projection to V
 
   TokenEmbedding embedding_;
 };

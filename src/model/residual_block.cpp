@@ -8,25 +8,28 @@
 
 namespace normlab::model {
 
-constexpr double kLayerNormEps = 1e-5;
+BlockNames block_names(const std::string& block) {
+  return {block == "ffn" ? "final_layer_norm" : block + "_layer_norm", block + "_output_layer_norm",
+          block + "_omega"};
+}
 
-ResidualBlock::ResidualBlock(torch::nn::Module& owner, const std::string& norm_name,
-                             const std::string& omega_name, const ModelConfig& config,
-                             torch::Tensor rezero_alpha, double deepnorm_alpha,
-                             std::shared_ptr<AdminProfile> profile)
-    : scheme_(config.scheme),
+ResidualBlock::ResidualBlock(torch::nn::Module& owner, const std::string& block,
+                             const ModelConfig& config, const BlockContext& context)
+    : placement_(layer_placement(config.scheme, context.layer, context.layers)),
+      residual_(config.scheme.residual),
       dropout_(config.dropout),
-      rezero_alpha_(std::move(rezero_alpha)),
-      deepnorm_alpha_(deepnorm_alpha),
-      profile_(std::move(profile)) {
-  if (scheme_.norm != NormPlacement::kNone) {
-    norm_ = owner.register_module(
-        norm_name,
-        torch::nn::LayerNorm(torch::nn::LayerNormOptions({config.d_model}).eps(kLayerNormEps)));
-  }
-  if (scheme_.residual == ResidualForm::kAdmin) {
-    omega_ = owner.register_parameter(omega_name, torch::ones({config.d_model}));
-  }
+      rezero_alpha_(context.rezero_alpha),
+      deepnorm_alpha_(context.deepnorm_alpha),
+      profile_(context.profile) {
+  const auto names = block_names(block);
+  const auto kind = config.scheme.norm_kind;
+  const double scale = norm_output_scale(config.scheme, context.layer);
+  if (placement_ != NormPlacement::kNone)
+    norm_ = owner.register_module(names.norm, Norm(kind, config.d_model, scale));
+  if (placement_ == NormPlacement::kPeri)
+    output_norm_ = owner.register_module(names.output_norm, Norm(kind, config.d_model, scale));
+  if (residual_ == ResidualForm::kAdmin)
+    omega_ = owner.register_parameter(names.omega, torch::ones({config.d_model}));
 }
 
 torch::Tensor ResidualBlock::forward(const torch::Tensor& x, const SubLayer& f,
@@ -45,19 +48,23 @@ torch::Tensor ResidualBlock::combine(const torch::Tensor& x, const SubLayer& f, 
   // The sub-layer's output before dropout (bf16/fp16 under mixed precision).
   auto branch = [&](const torch::Tensor& in) {
     auto y = f(in);
-    if (scheme_.residual == ResidualForm::kReZero) y = y * rezero_alpha_;
+    if (residual_ == ResidualForm::kReZero) y = y * rezero_alpha_;
     return y;
   };
   // residual + dropout(y), one pass into the residual stream's dtype.
   auto add = [&](const torch::Tensor& residual, const torch::Tensor& y) {
     return model::dropout_add(residual, y, dropout_, training);
   };
-  switch (scheme_.norm) {
+  switch (placement_) {
     case NormPlacement::kPre:
       return add(x, branch(normalize(x)));
+    case NormPlacement::kPeri:
+      // Peri-LN (Kim et al. 2025; REFERENCE §10): x + N_out(f(N_in(x))); dropout on the branch.
+      return add(x, output_norm_(branch(normalize(x))));
     case NormPlacement::kNone:
       return add(x, branch(x));
     case NormPlacement::kPost:
+    case NormPlacement::kMix:  // resolved per layer at construction; never here
       break;
   }
   const bool profiling = profile_ && profile_->active;
@@ -66,8 +73,8 @@ torch::Tensor ResidualBlock::combine(const torch::Tensor& x, const SubLayer& f, 
     omega_.fill_(profile_->r);
   }
   torch::Tensor residual = x;
-  if (scheme_.residual == ResidualForm::kAdmin) residual = x * omega_;
-  if (scheme_.residual == ResidualForm::kDeepNorm) residual = x * deepnorm_alpha_;
+  if (residual_ == ResidualForm::kAdmin) residual = x * omega_;
+  if (residual_ == ResidualForm::kDeepNorm) residual = x * deepnorm_alpha_;
   auto y = branch(x);
   if (profiling) {
     // Biased variances (np.var in Transformer-Clinic) over the whole tensor, padding included,

@@ -1,8 +1,10 @@
 // The one place that knows the normalisation scheme: wraps a sub-layer f (attention or FFN)
 // and combines it with its input by norm placement and residual form (docs/conventions.md):
-//   post:  LN(r(x) + drop(f(x)))      r(x) = x | x * omega (admin) | alpha * x (deepnorm)
-//   pre:   x + drop(f(LN(x)))
+//   post:  N(r(x) + drop(f(x)))      r(x) = x | x * omega (admin) | alpha * x (deepnorm)
+//   pre:   x + drop(f(N(x)))
+//   peri:  x + drop(N_out(f(N(x))))  (Peri-LN / sandwich)
 //   none:  x + drop(f(x))  |  x + drop(alpha_l * f(x)) (rezero)
+// N is the scheme's norm kind (norm.h); Mix-LN is post or pre per layer (layer_placement()).
 #pragma once
 
 #include <functional>
@@ -10,9 +12,9 @@
 #include <string>
 
 #include <torch/nn/module.h>
-#include <torch/nn/modules/normalization.h>
 
 #include "model/config.h"
+#include "model/norm.h"
 
 namespace normlab::model {
 
@@ -23,36 +25,53 @@ struct AdminProfile {
   double r = 1.0;
 };
 
+// fairseq's names of a block's parameters, `block` being self_attn | encoder_attn | ffn:
+// its norm (the FFN block's is `final_layer_norm`), Peri-LN's output norm, Admin's omega.
+struct BlockNames {
+  std::string norm, output_norm, omega;
+};
+BlockNames block_names(const std::string& block);
+
+// Where a block sits and what its stack shares with it.
+struct BlockContext {
+  int64_t layer = 0;               // 0-based index of the layer in its stack
+  int64_t layers = 1;              // layers in the stack
+  torch::Tensor rezero_alpha;      // the layer's ReZero scalar (ReZero only)
+  double deepnorm_alpha = 1.0;     // the stack's DeepNorm multiplier
+  std::shared_ptr<AdminProfile> profile;  // the stack's Admin profiler
+};
+
 using SubLayer = std::function<torch::Tensor(const torch::Tensor&)>;
-// Analysis hook (src/analysis): sees a block's LayerNorm input ("ln_input", before the norm)
-// and its output ("output"), both (B,T,C) and still in the autograd graph. Unset: no cost.
+// Analysis hook (src/analysis): sees a block's norm input ("ln_input", before the norm that
+// reads the residual stream) and its output ("output"), both (B,T,C) and still in the
+// autograd graph. Unset: no cost.
 using BlockObserver = std::function<void(const char* what, const torch::Tensor&)>;
 
 class ResidualBlock {
  public:
   ResidualBlock() = default;
-  // Registers on `owner` what the scheme needs: the LayerNorm `norm_name` (post, pre) and
-  // Admin's omega `omega_name` (size C). `rezero_alpha` is the owning layer's ReZero scalar,
-  // `deepnorm_alpha` the stack's DeepNorm multiplier, `profile` the stack's Admin profiler.
-  ResidualBlock(torch::nn::Module& owner, const std::string& norm_name,
-                const std::string& omega_name, const ModelConfig& config,
-                torch::Tensor rezero_alpha, double deepnorm_alpha,
-                std::shared_ptr<AdminProfile> profile);
+  // Registers on `owner`, under block_names(block), what the scheme needs: the norm (post,
+  // pre, peri), Peri-LN's output norm, Admin's omega (size C).
+  ResidualBlock(torch::nn::Module& owner, const std::string& block, const ModelConfig& config,
+                const BlockContext& context);
 
   // x (B,T,C) -> (B,T,C)
   torch::Tensor forward(const torch::Tensor& x, const SubLayer& f, bool training);
 
-  const torch::nn::LayerNorm& norm() const { return norm_; }  // null when placement is none
-  const torch::Tensor& omega() const { return omega_; }       // undefined unless admin
+  NormPlacement placement() const { return placement_; }  // post | pre | peri | none
+  const Norm& norm() const { return norm_; }                // null when placement is none
+  const Norm& output_norm() const { return output_norm_; }  // Peri-LN only
+  const torch::Tensor& omega() const { return omega_; }     // undefined unless admin
   void set_observer(BlockObserver observer) { observer_ = std::move(observer); }
 
  private:
   torch::Tensor combine(const torch::Tensor& x, const SubLayer& f, bool training);
   torch::Tensor normalize(const torch::Tensor& x);  // norm_, shown to the observer
 
-  SchemeSettings scheme_;
+  NormPlacement placement_ = NormPlacement::kPost;
+  ResidualForm residual_ = ResidualForm::kPlain;
   double dropout_ = 0.0;
-  torch::nn::LayerNorm norm_{nullptr};
+  Norm norm_{nullptr}, output_norm_{nullptr};
   torch::Tensor omega_;
   torch::Tensor rezero_alpha_;
   double deepnorm_alpha_ = 1.0;

@@ -1,6 +1,8 @@
 // Configuration validation: every problem reported, nonsensical scheme combinations rejected.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include "model/config.h"
 
 using namespace normlab::model;
@@ -66,6 +68,68 @@ TEST(ModelConfig, RejectsNonsensicalCombinations) {
   }
 }
 
+TEST(ModelConfig, RejectsNormSettingsWithoutTheirPlacement) {
+  auto c = valid();
+  c.scheme = scheme_by_name("t-fixup");
+  c.scheme.norm_kind = NormKind::kRMSNorm;  // no norm anywhere to be an RMSNorm
+  EXPECT_TRUE(mentions(c.problems(), "there is no norm to make one"));
+  c.scheme.qk_norm = true;  // now there is: the QK-norm
+  EXPECT_TRUE(c.problems().empty());
+
+  c = valid();
+  c.scheme = scheme_by_name("post-ln");
+  c.scheme.ln_scaling = true;
+  EXPECT_TRUE(mentions(c.problems(), "--ln-scaling scales Pre-LN's norms"));
+  c.scheme.ln_scaling = false;
+  c.scheme.mix_alpha = 0.5;
+  EXPECT_TRUE(mentions(c.problems(), "--mix-ln-alpha applies to --norm mix only"));
+  c.scheme.norm = NormPlacement::kMix;
+  EXPECT_TRUE(c.problems().empty());
+  c.scheme.mix_alpha = 1.5;
+  EXPECT_TRUE(mentions(c.problems(), "--mix-ln-alpha must be in [0, 1]"));
+}
+
+// Mix-LN (Li et al. 2024): Post-LN in layers l < floor(alpha L), Pre-LN in the rest; LayerNorm
+// scaling (Sun et al. 2025): 1/sqrt(l) for l = 1..L.
+TEST(ModelConfig, PerLayerSettings) {
+  auto s = scheme_by_name("mix-ln");
+  EXPECT_EQ(s.mix_alpha, 0.25);
+  for (int64_t i = 0; i < 12; ++i)  // floor(0.25 * 12) = 3 post layers
+    EXPECT_EQ(layer_placement(s, i, 12), i < 3 ? NormPlacement::kPost : NormPlacement::kPre) << i;
+  EXPECT_EQ(layer_placement(s, 0, 3), NormPlacement::kPre);  // floor(0.75) = 0
+  s.mix_alpha = 1.0;
+  EXPECT_EQ(layer_placement(s, 5, 6), NormPlacement::kPost);
+  EXPECT_EQ(layer_placement(scheme_by_name("peri-ln"), 0, 6), NormPlacement::kPeri);
+
+  const auto lns = scheme_by_name("lns");
+  EXPECT_DOUBLE_EQ(norm_output_scale(lns, 0), 1.0);
+  EXPECT_DOUBLE_EQ(norm_output_scale(lns, 3), 0.5);
+  EXPECT_DOUBLE_EQ(norm_output_scale(scheme_by_name("pre-ln"), 3), 1.0);
+  for (const char* name : {"pre-ln", "peri-ln", "mix-ln", "dyt", "rmsnorm-pre", "lns"})
+    EXPECT_TRUE(has_final_norm(scheme_by_name(name))) << name;
+  for (const char* name : {"post-ln", "t-fixup", "admin", "rezero", "deepnorm"})
+    EXPECT_FALSE(has_final_norm(scheme_by_name(name))) << name;
+}
+
+TEST(ModelConfig, JsonRoundTripAndOlderFiles) {
+  auto c = valid();
+  c.scheme = scheme_by_name("peri-ln");
+  c.scheme.norm_kind = NormKind::kDyT;
+  c.scheme.qk_norm = true;
+  nlohmann::json j = c;
+  const auto back = j.get<ModelConfig>();
+  EXPECT_EQ(back.scheme.norm, NormPlacement::kPeri);
+  EXPECT_EQ(back.scheme.norm_kind, NormKind::kDyT);
+  EXPECT_TRUE(back.scheme.qk_norm);
+  // Written before the norm settings existed: LayerNorm, no scaling, no QK-norm.
+  for (const char* key : {"norm_kind", "mix_ln_alpha", "ln_scaling", "qk_norm"}) j.erase(key);
+  const auto old = j.get<ModelConfig>();
+  EXPECT_EQ(old.scheme.norm_kind, NormKind::kLayerNorm);
+  EXPECT_FALSE(old.scheme.qk_norm);
+  EXPECT_FALSE(old.scheme.ln_scaling);
+  EXPECT_EQ(old.scheme.mix_alpha, kDefaultMixLnAlpha);
+}
+
 TEST(ModelConfig, ShareAllNeedsOneVocabulary) {
   auto c = valid();
   c.share = SharedEmbeddings::kAll;
@@ -78,7 +142,7 @@ TEST(ModelConfig, ParsersNameTheOptionAndTheChoices) {
     parse_norm_placement("middle");
     FAIL();
   } catch (const std::invalid_argument& e) {
-    EXPECT_STREQ(e.what(), "--norm: unknown value 'middle', expected post|pre|none");
+    EXPECT_STREQ(e.what(), "--norm: unknown value 'middle', expected post|pre|peri|mix|none");
   }
   EXPECT_THROW(scheme_by_name("post_ln"), std::invalid_argument);
   ModelConfig c;

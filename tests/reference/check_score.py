@@ -36,11 +36,17 @@ FP32_ROUNDING = 1e-5  # a bf16 run's error must exceed this (fp32 alone stays ne
 # Sentence lengths (source, target) of the test batch: from 1 to 9, so the batch is padded
 # on both sides and the shortest sentences are a single token.
 LENGTHS = [(9, 4), (1, 9), (5, 1), (3, 6), (7, 2), (2, 8)]
-# normlab --scheme -> (norm placement, residual form) in weights.json (conv "Layers" table).
+# normlab --scheme -> (norm placement, residual form, norm kind, LayerNorm scaling) in
+# weights.json (conv "Layers" table, docs/schemes.md).
 SCHEME_FORMS = {
-    "post-ln": ("post", "plain"), "pre-ln": ("pre", "plain"), "t-fixup": ("none", "plain"),
-    "admin": ("post", "admin"), "rezero": ("none", "rezero"), "deepnorm": ("post", "deepnorm"),
+    "post-ln": ("post", "plain", "layernorm", False), "pre-ln": ("pre", "plain", "layernorm", False),
+    "t-fixup": ("none", "plain", "layernorm", False), "admin": ("post", "admin", "layernorm", False),
+    "rezero": ("none", "rezero", "layernorm", False), "deepnorm": ("post", "deepnorm", "layernorm", False),
+    "peri-ln": ("peri", "plain", "layernorm", False), "mix-ln": ("mix", "plain", "layernorm", False),
+    "dyt": ("pre", "plain", "dyt", False), "rmsnorm-pre": ("pre", "plain", "rmsnorm", False),
+    "lns": ("pre", "plain", "layernorm", True),
 }
+SCHEME_KEYS = ("norm", "residual", "norm_kind", "ln_scaling")
 # The stored name of the shared table and its aliases (conv "Shared embeddings").
 EXPECTED_TIED = {
     "all": {"decoder.embed_tokens.weight": "encoder.embed_tokens.weight",
@@ -60,6 +66,10 @@ def parse_args():
     parser.add_argument("--init", help="passed to `normlab init --init`")
     parser.add_argument("--rezero-alpha-init", type=float,
                         help="passed to `normlab init`; a nonzero alpha makes the layers visible")
+    parser.add_argument("--norm-kind", choices=["layernorm", "rmsnorm", "dyt"],
+                        help="passed to `normlab init` (overrides the scheme's)")
+    parser.add_argument("--mix-ln-alpha", type=float, help="passed to `normlab init`")
+    parser.add_argument("--qk-norm", action="store_true", help="passed to `normlab init`")
     parser.add_argument("--seed", type=int, default=20240611, help="seed of the random ids")
     parser.add_argument("--precision", default="fp32", choices=["fp32", "bf16"],
                         help="bf16: normlab's mixed precision against PyTorch AMP")
@@ -100,6 +110,12 @@ def normlab_score(args):
         init += ["--init", args.init]
     if args.rezero_alpha_init is not None:
         init += ["--rezero-alpha-init", args.rezero_alpha_init]
+    if args.norm_kind:
+        init += ["--norm-kind", args.norm_kind]
+    if args.mix_ln_alpha is not None:
+        init += ["--mix-ln-alpha", args.mix_ln_alpha]
+    if args.qk_norm:
+        init += ["--qk-norm"]
     run_normlab(args.normlab, *init)
     run_normlab(args.normlab, "export", "--checkpoint", checkpoint, "--out", weights)
     stdout = run_normlab(args.normlab, "score", "--checkpoint", checkpoint,
@@ -126,9 +142,13 @@ def check_config(config, state, args):
                 "src_vocab_size": VOCAB, "tgt_vocab_size": VOCAB, "share_embeddings": args.share}
     failures += [f"weights.json model.{key} = {model.get(key)!r}, expected {value!r}"
                  for key, value in expected.items() if model.get(key) != value]
-    if (scheme["norm"], scheme["residual"]) != SCHEME_FORMS[args.scheme]:
-        failures.append(f"weights.json scheme {scheme['norm']}/{scheme['residual']} for --scheme "
-                        f"{args.scheme}, expected {'/'.join(SCHEME_FORMS[args.scheme])}")
+    form = dict(zip(SCHEME_KEYS, SCHEME_FORMS[args.scheme]))
+    if args.norm_kind:
+        form["norm_kind"] = args.norm_kind
+    form["qk_norm"] = args.qk_norm
+    form["mix_ln_alpha"] = args.mix_ln_alpha if args.mix_ln_alpha is not None else 0.25
+    failures += [f"weights.json scheme.{key} = {scheme.get(key)!r} for --scheme {args.scheme}, expected {value!r}"
+                 for key, value in form.items() if scheme.get(key) != value]
     if config["tied"] != EXPECTED_TIED[args.share]:
         failures.append(f"weights.json tied = {config['tied']}, expected {EXPECTED_TIED[args.share]}")
     failures += [f"weights.pt alias {alias} differs from {stored}"
@@ -195,8 +215,9 @@ def relative_error(reference, value):
     return (reference - value).norm().item() / max(reference.norm().item(), 1e-12)
 
 
-def compare_gradients(ref_grads, grads, tolerance=TOLERANCE):
-    """Return (failures, worst relative error, worst name)."""
+def compare_gradients(ref_grads, grads, tolerance=TOLERANCE, zero_suffix="k_proj.bias"):
+    """Return (failures, worst relative error, worst name). Parameters named `*zero_suffix`
+    have an analytically zero gradient."""
     failures = []
     if set(ref_grads) != set(grads):
         failures.append(f"gradient names differ: only in reference {sorted(set(ref_grads) - set(grads))}, "
@@ -209,9 +230,10 @@ def compare_gradients(ref_grads, grads, tolerance=TOLERANCE):
             failures.append(f"gradient {name}: {grad.dtype} {tuple(grad.shape)}, expected "
                             f"float64 {tuple(ref.shape)}")
             continue
-        if name.endswith("k_proj.bias"):
+        if name.endswith(zero_suffix):
             # Analytically zero (softmax is invariant to the constant q.b_k added to a row of
-            # scores), so only rounding noise is left: compare with the overall gradient norm.
+            # scores; with QK-norm the bias after the norm, k_norm.bias, is the one added to
+            # every key), so only rounding noise is left: compare with the overall gradient norm.
             if max(ref.norm().item(), grad.norm().item()) > 1e-10 * total:
                 failures.append(f"gradient {name} should be zero: |ref| {ref.norm().item():.3e}, "
                                 f"|normlab| {grad.norm().item():.3e}")
@@ -291,7 +313,8 @@ def main():
         failures.append(f"nll: normlab {score['nll']!r}, reference {nll!r}, relative error {nll_error:.3e}")
     if score["tokens"] != tokens:
         failures.append(f"tokens: normlab {score['tokens']}, reference {tokens}")
-    grad_failures, worst, worst_name = compare_gradients(ref_grads, grads)
+    grad_failures, worst, worst_name = compare_gradients(
+        ref_grads, grads, zero_suffix="k_norm.bias" if args.qk_norm else "k_proj.bias")
     failures += grad_failures
 
     if failures:

@@ -14,10 +14,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-# (norm placement, residual form) pairs of the scheme table (conv "Layers", REF 1).
+# (norm placement, residual form) pairs of the scheme table (conv "Layers", REF 1 and 10).
 SUPPORTED_SCHEMES = {
     ("post", "plain"), ("post", "admin"), ("post", "deepnorm"),
-    ("pre", "plain"),
+    ("pre", "plain"), ("peri", "plain"), ("mix", "plain"),
     ("none", "plain"), ("none", "rezero"),
 }
 
@@ -39,10 +39,40 @@ def sinusoidal_table(num_positions, dim):
     return torch.cat([torch.sin(angles), torch.cos(angles)], dim=1)
 
 
-class MultiheadAttention(nn.Module):
-    """q = q_proj(x) / sqrt(D); softmax(q k^T + mask) v per head; heads concatenated; out_proj."""
+class DynamicTanh(nn.Module):
+    """DyT (Zhu et al. 2025, REF 10): weight * tanh(alpha * x) + bias, alpha one scalar."""
 
-    def __init__(self, dim, heads, attention_dropout):
+    def __init__(self, dim, alpha_init):
+        super().__init__()
+        self.alpha = nn.Parameter(torch.full((1,), float(alpha_init)))
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.bias = nn.Parameter(torch.zeros(dim))
+
+    def forward(self, x):
+        return self.weight * torch.tanh(self.alpha * x) + self.bias
+
+
+def make_norm(cfg, dim):
+    """The scheme's norm over the last `dim` entries (REF 10): nn.LayerNorm, nn.RMSNorm (both
+    with eps `layer_norm_eps`) or DyT, with PyTorch's parameter names (weight, bias, alpha)."""
+    kind = cfg.get("norm_kind", "layernorm")
+    if kind == "layernorm":
+        norm = nn.LayerNorm(dim, eps=cfg["layer_norm_eps"])
+    elif kind == "rmsnorm":
+        norm = nn.RMSNorm(dim, eps=cfg["layer_norm_eps"])
+    elif kind == "dyt":
+        norm = DynamicTanh(dim, cfg["dyt_alpha_init"])
+    else:
+        raise ValueError(f"unknown norm kind {kind!r}")
+    return norm
+
+
+class MultiheadAttention(nn.Module):
+    """q = q_proj(x) / sqrt(D); softmax(q k^T + mask) v per head; heads concatenated; out_proj.
+    With QK-norm (REF 10): q = q_norm(q_proj(x) per head) / sqrt(D), k = k_norm(k_proj(x) per
+    head), each norm over a head's D entries, its parameters shared by the heads."""
+
+    def __init__(self, dim, heads, attention_dropout, cfg=None):
         super().__init__()
         if dim % heads:
             raise ValueError(f"d_model {dim} is not divisible by heads {heads}")
@@ -53,6 +83,10 @@ class MultiheadAttention(nn.Module):
         self.k_proj = nn.Linear(dim, dim)
         self.v_proj = nn.Linear(dim, dim)
         self.out_proj = nn.Linear(dim, dim)
+        self.qk_norm = bool(cfg and cfg.get("qk_norm"))
+        if self.qk_norm:
+            self.q_norm = make_norm(cfg, self.head_dim)
+            self.k_norm = make_norm(cfg, self.head_dim)
 
     def _split_heads(self, x):
         """(B, L, C) -> (B, H, L, D)."""
@@ -61,8 +95,12 @@ class MultiheadAttention(nn.Module):
 
     def forward(self, x, kv, blocked):
         """x: (B, T, C) queries; kv: (B, S, C); blocked: bool, broadcastable to (B, H, T, S)."""
-        q = self._split_heads(self.q_proj(x) / math.sqrt(self.head_dim))
-        k = self._split_heads(self.k_proj(kv))
+        if self.qk_norm:
+            q = self.q_norm(self._split_heads(self.q_proj(x))) / math.sqrt(self.head_dim)
+            k = self.k_norm(self._split_heads(self.k_proj(kv)))
+        else:
+            q = self._split_heads(self.q_proj(x) / math.sqrt(self.head_dim))
+            k = self._split_heads(self.k_proj(kv))
         v = self._split_heads(self.v_proj(kv))
         scores = torch.matmul(q, k.transpose(-1, -2)).masked_fill(blocked, float("-inf"))
         probs = F.dropout(torch.softmax(scores, dim=-1), self.attention_dropout, self.training)
@@ -74,21 +112,33 @@ def layer_norm_name(block):
     return "final_layer_norm" if block == "ffn" else f"{block}_layer_norm"
 
 
-class TransformerLayer(nn.Module):
-    """What encoder and decoder layers share: the FFN and the residual scheme of each block."""
+def layer_placement(scheme, index, count):
+    """Mix-LN (REF 10): Post-LN in layers index < floor(alpha * count), Pre-LN in the rest."""
+    if scheme["norm"] != "mix":
+        return scheme["norm"]
+    return "post" if index < math.floor(scheme["mix_ln_alpha"] * count) else "pre"
 
-    def __init__(self, cfg, scheme, blocks):
+
+class TransformerLayer(nn.Module):
+    """What encoder and decoder layers share: the FFN and the residual scheme of each block.
+    `index` is the layer's 0-based position in a stack of `count` layers."""
+
+    def __init__(self, cfg, scheme, blocks, index, count):
         super().__init__()
         dim = cfg["d_model"]
-        self.norm, self.residual = scheme["norm"], scheme["residual"]
+        self.norm, self.residual = layer_placement(scheme, index, count), scheme["residual"]
         self.dropout = cfg["dropout"]
         self.activation_dropout = cfg["activation_dropout"]
         self.deepnorm_alpha = scheme["deepnorm_alpha"]
         self.fc1 = nn.Linear(dim, cfg["ffn_dim"])
         self.fc2 = nn.Linear(cfg["ffn_dim"], dim)
+        # LayerNorm scaling (REF 10): the norms of layer l = index + 1 times 1/sqrt(l).
+        self.norm_scale = 1.0 / math.sqrt(index + 1) if scheme.get("ln_scaling") else 1.0
         for block in blocks:
-            if self.norm in ("post", "pre"):  # one LN per block
-                self.add_module(layer_norm_name(block), nn.LayerNorm(dim, eps=cfg["layer_norm_eps"]))
+            if self.norm in ("post", "pre", "peri"):  # one norm per block
+                self.add_module(layer_norm_name(block), make_norm(cfg, dim))
+            if self.norm == "peri":  # Peri-LN: and one on the block's output
+                self.add_module(f"{block}_output_layer_norm", make_norm(cfg, dim))
             if self.residual == "admin":  # Admin: a learnable vector omega per block
                 self.register_parameter(f"{block}_omega", nn.Parameter(torch.ones(dim)))
         if self.residual == "rezero":  # ReZero: one scalar per layer, shared by its blocks
@@ -106,12 +156,22 @@ class TransformerLayer(nn.Module):
         post/admin    LN(x * omega + drop(f(x)))
         post/deepnorm LN(alpha * x + drop(f(x)))
         pre/plain     x + drop(f(LN(x)))
+        peri/plain    x + drop(LN_out(f(LN(x))))    (Peri-LN, REF 10)
         none/plain    x + drop(f(x))                (T-Fixup)
         none/rezero   x + drop(alpha_l * f(x))
+        LN being the scheme's norm kind (make_norm).
         """
-        layer_norm = getattr(self, layer_norm_name(block), None)
+        def normed(name, t):  # LayerNorm scaling multiplies every norm's output of the layer
+            return getattr(self, name)(t) * self.norm_scale
+
+        def layer_norm(t):
+            return normed(layer_norm_name(block), t)
+
         if self.norm == "pre":
             return x + F.dropout(f(layer_norm(x)), self.dropout, self.training)
+        if self.norm == "peri":
+            output = normed(f"{block}_output_layer_norm", f(layer_norm(x)))
+            return x + F.dropout(output, self.dropout, self.training)
         branch = f(x)
         if self.residual == "rezero":
             branch = self.rezero_alpha * branch
@@ -126,9 +186,9 @@ class TransformerLayer(nn.Module):
 class EncoderLayer(TransformerLayer):
     """Self-attention block, then FFN block."""
 
-    def __init__(self, cfg, scheme):
-        super().__init__(cfg, scheme, ("self_attn", "ffn"))
-        self.self_attn = MultiheadAttention(cfg["d_model"], cfg["heads"], cfg["attention_dropout"])
+    def __init__(self, cfg, scheme, index, count):
+        super().__init__(cfg, scheme, ("self_attn", "ffn"), index, count)
+        self.self_attn = MultiheadAttention(cfg["d_model"], cfg["heads"], cfg["attention_dropout"], cfg)
 
     def forward(self, x, self_blocked):
         x = self.block(x, lambda h: self.self_attn(h, h, self_blocked), "self_attn")
@@ -138,10 +198,10 @@ class EncoderLayer(TransformerLayer):
 class DecoderLayer(TransformerLayer):
     """Causal self-attention block, cross-attention block, then FFN block."""
 
-    def __init__(self, cfg, scheme):
-        super().__init__(cfg, scheme, ("self_attn", "encoder_attn", "ffn"))
-        self.self_attn = MultiheadAttention(cfg["d_model"], cfg["heads"], cfg["attention_dropout"])
-        self.encoder_attn = MultiheadAttention(cfg["d_model"], cfg["heads"], cfg["attention_dropout"])
+    def __init__(self, cfg, scheme, index, count):
+        super().__init__(cfg, scheme, ("self_attn", "encoder_attn", "ffn"), index, count)
+        self.self_attn = MultiheadAttention(cfg["d_model"], cfg["heads"], cfg["attention_dropout"], cfg)
+        self.encoder_attn = MultiheadAttention(cfg["d_model"], cfg["heads"], cfg["attention_dropout"], cfg)
 
     def forward(self, x, self_blocked, encoder_out, cross_blocked):
         x = self.block(x, lambda h: self.self_attn(h, h, self_blocked), "self_attn")
@@ -177,14 +237,18 @@ class Embedder(nn.Module):
         return F.dropout(x, self.dropout, self.training)
 
 
+FINAL_NORM_PLACEMENTS = ("pre", "peri", "mix")  # a final norm after the last layer (REF 1, 10)
+
+
 class Encoder(Embedder):
-    """Embeddings, encoder layers, and for Pre-LN a final LN."""
+    """Embeddings, encoder layers, and for Pre-LN, Peri-LN and Mix-LN a final norm."""
 
     def __init__(self, cfg, scheme, embed_tokens):
         super().__init__(cfg, embed_tokens)
-        self.layers = nn.ModuleList(EncoderLayer(cfg, scheme) for _ in range(cfg["encoder_layers"]))
-        if scheme["norm"] == "pre":  # Pre-LN: a final LN after the last layer
-            self.layer_norm = nn.LayerNorm(cfg["d_model"], eps=cfg["layer_norm_eps"])
+        count = cfg["encoder_layers"]
+        self.layers = nn.ModuleList(EncoderLayer(cfg, scheme, i, count) for i in range(count))
+        if scheme["norm"] in FINAL_NORM_PLACEMENTS:
+            self.layer_norm = make_norm(cfg, cfg["d_model"])
 
     def forward(self, src_tokens, src_blocked):
         """src_blocked: (B, 1, 1, S), True at padded source keys. Returns (B, S, C)."""
@@ -195,13 +259,14 @@ class Encoder(Embedder):
 
 
 class Decoder(Embedder):
-    """Embeddings, decoder layers, for Pre-LN a final LN, then the output projection."""
+    """Embeddings, decoder layers, a final norm as the encoder's, then the output projection."""
 
     def __init__(self, cfg, scheme, embed_tokens, output_weight):
         super().__init__(cfg, embed_tokens)
-        self.layers = nn.ModuleList(DecoderLayer(cfg, scheme) for _ in range(cfg["decoder_layers"]))
-        if scheme["norm"] == "pre":
-            self.layer_norm = nn.LayerNorm(cfg["d_model"], eps=cfg["layer_norm_eps"])
+        count = cfg["decoder_layers"]
+        self.layers = nn.ModuleList(DecoderLayer(cfg, scheme, i, count) for i in range(count))
+        if scheme["norm"] in FINAL_NORM_PLACEMENTS:
+            self.layer_norm = make_norm(cfg, cfg["d_model"])
         self.output_projection = nn.Linear(cfg["d_model"], cfg["tgt_vocab_size"], bias=False)
         if output_weight is not None:
             self.output_projection.weight = output_weight
@@ -235,6 +300,10 @@ class ReferenceTransformer(nn.Module):
         for key in ("position_offset", "embed_scale", "layer_norm_eps"):
             cfg[key] = config[key]
         scheme = config["scheme"]
+        # The norm settings of REF 10; absent from files of older versions (plain LayerNorm).
+        cfg["norm_kind"] = scheme.get("norm_kind", "layernorm")
+        cfg["qk_norm"] = scheme.get("qk_norm", False)
+        cfg["dyt_alpha_init"] = scheme.get("dyt_alpha_init", 0.5)
         if (scheme["norm"], scheme["residual"]) not in SUPPORTED_SCHEMES:
             raise ValueError(f"unsupported scheme {scheme['norm']}/{scheme['residual']}")
         self.pad = config["special_tokens"]["pad"]
@@ -247,7 +316,9 @@ class ReferenceTransformer(nn.Module):
 
         def stack_scheme(side):  # DeepNorm's alpha is a constant per stack
             return {"norm": scheme["norm"], "residual": scheme["residual"],
-                    "deepnorm_alpha": scheme[f"{side}_alpha"]}
+                    "deepnorm_alpha": scheme[f"{side}_alpha"],
+                    "mix_ln_alpha": scheme.get("mix_ln_alpha", 0.25),
+                    "ln_scaling": scheme.get("ln_scaling", False)}
 
         src_table = table(cfg["src_vocab_size"])
         tgt_table = src_table if share == "all" else table(cfg["tgt_vocab_size"])
