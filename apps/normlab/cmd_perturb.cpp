@@ -46,6 +46,7 @@ Runner add_perturb_command(CLI::App& app, const GlobalOptions&) {
     auto& c = o->config;
     c.model = o->model.resolve(/*vocab_from_data=*/true);
     if (schemes->count() == 0) c.schemes = {o->model.scheme_name()};
+    c.overrides = o->model.scheme_overrides();
     c.delta = analysis::parse_delta_kind(o->delta);
     c.inputs.max_positions = c.model.max_positions;
     std::optional<core::DirLock> lock;  // one writer per OUT (an empty --out is run_perturb's to report)

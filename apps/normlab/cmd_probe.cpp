@@ -59,6 +59,7 @@ Runner add_probe_command(CLI::App& app, const GlobalOptions&) {
     auto& c = o->config;
     c.model = o->model.resolve(/*vocab_from_data=*/true);
     if (schemes->count() == 0) c.schemes = {o->model.scheme_name()};
+    c.overrides = o->model.scheme_overrides();
     c.dropout = !o->no_dropout;
     c.precision = model::parse_precision(o->precision);
     c.inputs.max_positions = c.model.max_positions;

@@ -64,6 +64,18 @@ void ModelOptions::add_to(CLI::App& cmd, bool vocab_options) {
       ->capture_default_str()->group(g);
 }
 
+model::SchemeOverrides ModelOptions::scheme_overrides() const {
+  model::SchemeOverrides o;
+  if (!norm_.empty()) o.norm = model::parse_norm_placement(norm_);
+  if (!residual_.empty()) o.residual = model::parse_residual_form(residual_);
+  if (!init_.empty()) o.init = model::parse_init_method(init_);
+  if (!norm_kind_.empty()) o.norm_kind = model::parse_norm_kind(norm_kind_);
+  if (mix_alpha_opt_->count() > 0) o.mix_alpha = mix_alpha_;
+  o.ln_scaling = ln_scaling_;
+  o.qk_norm = qk_norm_;
+  return o;
+}
+
 model::ModelConfig ModelOptions::resolve(bool vocab_from_data) const {
   model::ModelConfig c = sizes_;  // dropout, positions, rezero alpha as given (or defaults)
   model::apply_preset(preset_, c);
@@ -85,14 +97,7 @@ model::ModelConfig ModelOptions::resolve(bool vocab_from_data) const {
   }
   c.share = model::parse_shared_embeddings(share_);
   c.embed_init = model::parse_embedding_init(embed_init_);
-  c.scheme = model::scheme_by_name(scheme_);
-  if (!norm_.empty()) c.scheme.norm = model::parse_norm_placement(norm_);
-  if (!residual_.empty()) c.scheme.residual = model::parse_residual_form(residual_);
-  if (!init_.empty()) c.scheme.init = model::parse_init_method(init_);
-  if (!norm_kind_.empty()) c.scheme.norm_kind = model::parse_norm_kind(norm_kind_);
-  if (mix_alpha_opt_->count() > 0) c.scheme.mix_alpha = mix_alpha_;
-  if (ln_scaling_) c.scheme.ln_scaling = true;
-  if (qk_norm_) c.scheme.qk_norm = true;
+  c.scheme = scheme_overrides().apply(model::scheme_by_name(scheme_));
   c.validate();
   if (vocab_from_data) c.src_vocab_size = c.tgt_vocab_size = 0;
   return c;

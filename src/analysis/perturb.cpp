@@ -84,7 +84,8 @@ std::vector<std::string> PerturbConfig::problems() const {
   if (schemes.empty()) p.push_back("--schemes is empty");
   for (const auto& s : schemes) {
     try {
-      model::scheme_by_name(s);
+      for (const auto& q : model::scheme_problems(overrides.apply(model::scheme_by_name(s))))
+        p.push_back("--schemes " + s + ": " + q);
     } catch (const std::invalid_argument& e) {
       p.push_back(e.what());
     }
@@ -109,7 +110,7 @@ void run_perturb(const PerturbConfig& c) {
   for (const auto& scheme : c.schemes) {
     for (auto depth : c.depths) {
       auto m = c.model;
-      m.scheme = model::scheme_by_name(scheme);
+      m.scheme = c.overrides.apply(model::scheme_by_name(scheme));
       m.encoder_layers = m.decoder_layers = depth;
       m.src_vocab_size = m.tgt_vocab_size = source.vocab_size();
       std::vector<double> enc_changes, dec_changes;
@@ -142,6 +143,7 @@ void run_perturb(const PerturbConfig& c) {
     }
   }
   nlohmann::json config_json = {{"schemes", c.schemes},
+                                {"scheme_settings", model::schemes_json(c.schemes, c.overrides)},
                                 {"depths", c.depths},
                                 {"model", c.model},
                                 {"train", c.inputs.train_prefix},

@@ -24,6 +24,7 @@ DeltaKind parse_delta_kind(const std::string& s, const std::string& option = "--
 
 struct PerturbConfig {
   std::vector<std::string> schemes{"post-ln", "pre-ln"};
+  model::SchemeOverrides overrides;           // the explicit scheme flags, applied to every scheme
   std::vector<int64_t> depths{2, 6, 12, 18};  // encoder = decoder layers
   model::ModelConfig model;                   // sizes; layers and scheme set per point
   InputConfig inputs;

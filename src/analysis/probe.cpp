@@ -71,7 +71,7 @@ struct ProbeBatch {
 
 model::ModelConfig scheme_config(const ProbeConfig& c, const std::string& scheme, int64_t vocab) {
   auto m = c.model;
-  m.scheme = model::scheme_by_name(scheme);
+  m.scheme = c.overrides.apply(model::scheme_by_name(scheme));
   m.src_vocab_size = m.tgt_vocab_size = vocab;
   if (c.analysis_setting || c.sweep) {
     m.heads = 1;
@@ -416,7 +416,7 @@ void write_sweep(const ProbeConfig& c, const nlohmann::json& config_json, const 
     std::vector<double> theory_d;
     for (auto d : dx) theory_d.push_back(d * std::sqrt(std::log(d)));
     // Theorem 1 is about Post-LN and Pre-LN (LayerNorm, no scaling); no slope for the others.
-    const auto settings = model::scheme_by_name(scheme);
+    const auto settings = c.overrides.apply(model::scheme_by_name(scheme));
     const bool layernorm = settings.norm_kind == model::NormKind::kLayerNorm && !settings.ln_scaling;
     double theory_layers = kNaN;
     if (layernorm && settings.norm == model::NormPlacement::kPre) theory_layers = -0.5;
@@ -503,10 +503,12 @@ std::vector<std::string> ProbeConfig::problems() const {
   if (schemes.empty()) p.push_back("--schemes is empty");
   for (const auto& s : schemes) {
     try {
-      const auto settings = model::scheme_by_name(s);
+      const auto settings = overrides.apply(model::scheme_by_name(s));
+      for (const auto& q : model::scheme_problems(settings)) p.push_back("--schemes " + s + ": " + q);
       if ((analysis_setting || sweep) && (settings.norm == model::NormPlacement::kNone ||
                                           settings.residual != model::ResidualForm::kPlain))
-        p.push_back("--schemes " + s + ": the analysis setting (and --sweep) is Xiong's, for post-ln and pre-ln only");
+        p.push_back("--schemes " + s +
+                    ": the analysis setting (and --sweep) is Xiong's, for schemes with norms and a plain residual");
     } catch (const std::invalid_argument& e) {
       p.push_back(e.what());
     }
@@ -551,6 +553,7 @@ double log_log_slope(const std::vector<double>& x, const std::vector<double>& y)
 void run_probe(const ProbeConfig& c) {
   core::throw_if_problems(c.problems());
   nlohmann::json config_json = {{"schemes", c.schemes},
+                                {"scheme_settings", model::schemes_json(c.schemes, c.overrides)},
                                 {"model", c.model},
                                 {"train", c.inputs.train_prefix},
                                 {"vocab", c.inputs.vocab_path},

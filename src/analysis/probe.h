@@ -26,6 +26,7 @@ namespace normlab::analysis {
 
 struct ProbeConfig {
   std::vector<std::string> schemes{"post-ln", "pre-ln"};  // the papers' scheme names
+  model::SchemeOverrides overrides;  // the explicit scheme flags, applied to every scheme
   model::ModelConfig model;   // sizes and dropout; vocabulary sizes come from the inputs
   InputConfig inputs;         // real batches (--train) or random tokens
   // Xiong §3.3's setting: the encoder stack alone as a sequence predictor, one head,

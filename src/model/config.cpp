@@ -143,6 +143,17 @@ EmbeddingInit parse_embedding_init(const std::string& s, const std::string& opti
   return parse(kEmbedInitNames, s, option);
 }
 
+SchemeSettings SchemeOverrides::apply(SchemeSettings s) const {
+  if (norm) s.norm = *norm;
+  if (residual) s.residual = *residual;
+  if (init) s.init = *init;
+  if (norm_kind) s.norm_kind = *norm_kind;
+  if (mix_alpha) s.mix_alpha = *mix_alpha;
+  s.ln_scaling = s.ln_scaling || ln_scaling;
+  s.qk_norm = s.qk_norm || qk_norm;
+  return s;
+}
+
 NormPlacement layer_placement(const SchemeSettings& s, int64_t index, int64_t count) {
   if (s.norm != NormPlacement::kMix) return s.norm;
   // Li et al. 2024, Sec. 3: Post-LN for layers l < floor(alpha L), Pre-LN for the rest.
@@ -196,6 +207,39 @@ std::vector<std::string> preset_names() {
   return names;
 }
 
+std::vector<std::string> scheme_problems(const SchemeSettings& scheme) {
+  std::vector<std::string> out;
+  // docs/schemes.md says why each is rejected.
+  const auto& [norm, residual, init, kind, mix_alpha, ln_scaling, qk_norm] = scheme;
+  const std::string combo = "--norm " + to_string(norm) + " --residual " + to_string(residual) +
+                            " --init " + to_string(init) + ": ";
+  if (kind != NormKind::kLayerNorm && norm == NormPlacement::kNone && !qk_norm)
+    out.push_back("--norm-kind " + to_string(kind) +
+                  " with --norm none: there is no norm to make one (choose a placement or --qk-norm)");
+  if (norm == NormPlacement::kMix && !(mix_alpha >= 0.0 && mix_alpha <= 1.0))
+    out.push_back("--mix-ln-alpha must be in [0, 1], got " + std::to_string(mix_alpha));
+  if (norm != NormPlacement::kMix && mix_alpha != kDefaultMixLnAlpha)
+    out.push_back("--mix-ln-alpha applies to --norm mix only (got --norm " + to_string(norm) + ")");
+  if (ln_scaling && norm != NormPlacement::kPre)
+    out.push_back("--ln-scaling scales Pre-LN's norms (Sun et al. 2025); it needs --norm pre, got --norm " +
+                  to_string(norm));
+  if ((residual == ResidualForm::kAdmin || residual == ResidualForm::kDeepNorm) &&
+      norm != NormPlacement::kPost)
+    out.push_back(combo + to_string(residual) +
+                  " rescales the residual before a Post-LN LayerNorm; it needs --norm post");
+  if (residual == ResidualForm::kReZero && norm != NormPlacement::kNone)
+    out.push_back(combo + "rezero replaces LayerNorm; it needs --norm none");
+  if (init == InitMethod::kTFixup &&
+      (norm != NormPlacement::kNone || residual != ResidualForm::kPlain))
+    out.push_back(combo +
+                  "t-fixup initialises a network without LayerNorm; it needs --norm none "
+                  "--residual plain");
+  if (!init_allowed(residual, init))
+    out.push_back(combo + "--residual " + to_string(residual) + " takes --init " +
+                  allowed_inits(residual));
+  return out;
+}
+
 std::vector<std::string> ModelConfig::problems() const {
   std::vector<std::string> out;
   auto positive = [&](int64_t v, const char* option) {
@@ -231,39 +275,28 @@ std::vector<std::string> ModelConfig::problems() const {
                   std::to_string(src_vocab_size) + " and target " +
                   std::to_string(tgt_vocab_size) + " entries");
 
-  // Scheme combinations (docs/schemes.md says why each is rejected).
-  const auto& [norm, residual, init, kind, mix_alpha, ln_scaling, qk_norm] = scheme;
-  const std::string combo = "--norm " + to_string(norm) + " --residual " + to_string(residual) +
-                            " --init " + to_string(init) + ": ";
-  if (kind != NormKind::kLayerNorm && norm == NormPlacement::kNone && !qk_norm)
-    out.push_back("--norm-kind " + to_string(kind) +
-                  " with --norm none: there is no norm to make one (choose a placement or --qk-norm)");
-  if (norm == NormPlacement::kMix && !(mix_alpha >= 0.0 && mix_alpha <= 1.0))
-    out.push_back("--mix-ln-alpha must be in [0, 1], got " + std::to_string(mix_alpha));
-  if (norm != NormPlacement::kMix && mix_alpha != kDefaultMixLnAlpha)
-    out.push_back("--mix-ln-alpha applies to --norm mix only (got --norm " + to_string(norm) + ")");
-  if (ln_scaling && norm != NormPlacement::kPre)
-    out.push_back("--ln-scaling scales Pre-LN's norms (Sun et al. 2025); it needs --norm pre, got --norm " +
-                  to_string(norm));
-  if ((residual == ResidualForm::kAdmin || residual == ResidualForm::kDeepNorm) &&
-      norm != NormPlacement::kPost)
-    out.push_back(combo + to_string(residual) +
-                  " rescales the residual before a Post-LN LayerNorm; it needs --norm post");
-  if (residual == ResidualForm::kReZero && norm != NormPlacement::kNone)
-    out.push_back(combo + "rezero replaces LayerNorm; it needs --norm none");
-  if (init == InitMethod::kTFixup &&
-      (norm != NormPlacement::kNone || residual != ResidualForm::kPlain))
-    out.push_back(combo +
-                  "t-fixup initialises a network without LayerNorm; it needs --norm none "
-                  "--residual plain");
-  if (!init_allowed(residual, init))
-    out.push_back(combo + "--residual " + to_string(residual) + " takes --init " +
-                  allowed_inits(residual));
+  for (auto& p : scheme_problems(scheme)) out.push_back(std::move(p));
   return out;
 }
 
 void ModelConfig::validate() const {
   core::throw_if_problems(problems());
+}
+
+void to_json(nlohmann::json& j, const SchemeSettings& s) {
+  j = {{"norm", to_string(s.norm)},
+       {"residual", to_string(s.residual)},
+       {"init", to_string(s.init)},
+       {"norm_kind", to_string(s.norm_kind)},
+       {"mix_ln_alpha", s.mix_alpha},
+       {"ln_scaling", s.ln_scaling},
+       {"qk_norm", s.qk_norm}};
+}
+
+nlohmann::json schemes_json(const std::vector<std::string>& names, const SchemeOverrides& overrides) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& name : names) j[name] = overrides.apply(scheme_by_name(name));
+  return j;
 }
 
 void to_json(nlohmann::json& j, const ModelConfig& c) {
@@ -280,14 +313,8 @@ void to_json(nlohmann::json& j, const ModelConfig& c) {
        {"activation_dropout", c.activation_dropout},
        {"share_embeddings", to_string(c.share)},
        {"embed_init", to_string(c.embed_init)},
-       {"norm", to_string(c.scheme.norm)},
-       {"residual", to_string(c.scheme.residual)},
-       {"init", to_string(c.scheme.init)},
-       {"norm_kind", to_string(c.scheme.norm_kind)},
-       {"mix_ln_alpha", c.scheme.mix_alpha},
-       {"ln_scaling", c.scheme.ln_scaling},
-       {"qk_norm", c.scheme.qk_norm},
        {"rezero_alpha_init", c.rezero_alpha_init}};
+  j.update(nlohmann::json(c.scheme));  // norm, residual, init, norm_kind, ...
 }
 
 void from_json(const nlohmann::json& j, ModelConfig& c) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,24 @@ struct SchemeSettings {
   bool ln_scaling = false;   // LayerNorm scaling (Sun et al. 2025): layer l's norms x 1/sqrt(l)
   bool qk_norm = false;      // a norm on each head's q and k (Dehghani et al. 2023)
 };
+
+// Explicit settings on top of a named scheme (the command line's --norm, --residual, --init,
+// --norm-kind, --mix-ln-alpha, --ln-scaling, --qk-norm): a command applies them to every scheme
+// it builds, --scheme's and each of --schemes' alike. The two switches only turn on.
+struct SchemeOverrides {
+  std::optional<NormPlacement> norm;
+  std::optional<ResidualForm> residual;
+  std::optional<InitMethod> init;
+  std::optional<NormKind> norm_kind;
+  std::optional<double> mix_alpha;
+  bool ln_scaling = false;
+  bool qk_norm = false;
+
+  SchemeSettings apply(SchemeSettings s) const;
+};
+
+// The combinations of settings that make no sense, one message each (empty when valid).
+std::vector<std::string> scheme_problems(const SchemeSettings& s);
 
 // What a scheme means for layer `index` (0-based) of a stack of `count` layers: Mix-LN is
 // post in the first floor(mix_alpha * count) layers and pre in the rest; every other
@@ -97,7 +116,11 @@ std::vector<std::string> scheme_names();
 void apply_preset(const std::string& name, ModelConfig& config);
 std::vector<std::string> preset_names();
 
+void to_json(nlohmann::json& j, const SchemeSettings& s);
 void to_json(nlohmann::json& j, const ModelConfig& c);
+// {name: scheme `name` with `overrides`, as JSON} for each name: what the commands that build
+// several schemes (--schemes) record in their configuration.
+nlohmann::json schemes_json(const std::vector<std::string>& names, const SchemeOverrides& overrides);
 void from_json(const nlohmann::json& j, ModelConfig& c);
 
 }  // namespace normlab::model

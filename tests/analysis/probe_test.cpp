@@ -122,6 +122,50 @@ TEST(Probe, Lemma2AtD512InTheAnalysisSetting) {
                 1e-3 * std::stod(r.at("sqrt_d_over_norm"))) << r.at("scheme") << " " << r.at("ln");
 }
 
+// The analogues of Lemma 2 (docs/probe.md) in the analysis setting, each derived here from
+// the scheme's structure: Peri-LN adds exactly d per block, E||x_l||^2/d = 1 + 2l; LayerNorm
+// scaling multiplies Pre-LN's per-layer increment [1/2, 3/2] by 1/k in layer k; Mix-LN's
+// floor(alpha L) Post-LN layers give 3/2, and its Pre-LN layers start from a normalised stream.
+TEST(Probe, AnaloguesOfLemma2ForTheSchemesSince2019) {
+  const test::OneThread one_thread;
+  auto c = analysis_config(temp_dir("lemma2_2025"));
+  c.model.d_model = 256;
+  c.model.encoder_layers = 4;  // Mix-LN: floor(0.25 * 4) = 1 Post-LN layer
+  c.schemes = {"peri-ln", "lns", "mix-ln"};
+  run_probe(c);
+  std::map<std::string, int> seen;
+  for (const auto& r : read_csv(c.out + "/hidden_norms.csv")) {
+    const auto& q = r.at("quantity");
+    if (q != "x_pre" && q != "x_post5") continue;
+    const auto& scheme = r.at("scheme");
+    ++seen[scheme + "/" + q];
+    const double v = std::stod(r.at("value_mean"));
+    const int64_t layer = std::stoll(r.at("layer"));
+    const double l = static_cast<double>(layer + 1);
+    const std::string where = scheme + " layer " + std::to_string(layer);
+    if (scheme == "peri-ln") {
+      EXPECT_NEAR(v, 1 + 2 * l, 0.05 * (1 + 2 * l)) << where;
+      EXPECT_DOUBLE_EQ(std::stod(r.at("lemma_value")), 1 + 2 * l) << where;
+    } else if (scheme == "lns") {
+      double harmonic = 0;
+      for (int64_t k = 1; k <= layer + 1; ++k) harmonic += 1.0 / static_cast<double>(k);
+      EXPECT_GE(v, 0.97 * (1 + harmonic / 2)) << where;
+      EXPECT_LE(v, 1 + 1.5 * harmonic) << where;
+      EXPECT_NEAR(std::stod(r.at("lemma_upper")), 1 + 1.5 * harmonic, 1e-7) << where;
+    } else if (q == "x_post5") {  // mix-ln's first layer
+      EXPECT_EQ(layer, 0);
+      EXPECT_NEAR(v, 1.5, 0.15) << where;
+    } else {  // mix-ln's Pre-LN layers 1..3, after one Post-LN layer
+      EXPECT_GE(v, 0.97 * (1 + (l - 1) / 2)) << where;
+      EXPECT_LE(v, 1 + 1.5 * (l - 1)) << where;
+    }
+  }
+  EXPECT_EQ(seen["peri-ln/x_pre"], 4);
+  EXPECT_EQ(seen["lns/x_pre"], 4);
+  EXPECT_EQ(seen["mix-ln/x_post5"], 1);
+  EXPECT_EQ(seen["mix-ln/x_pre"], 3);
+}
+
 // A tiny model on random tokens, dropout off: the gradient norms the probe writes against
 // central differences of the loss in float64.
 ProbeConfig tiny_probe(const std::string& out, int64_t batches) {
