@@ -13,7 +13,7 @@ fail), then `normlab report`, then checks that
 - claims whose rule Python can evaluate from the files get the verdict Python gives (Fig. 3's
   gradient growth, the Hessian report's lambda_max comparison, the perturb growth ratios).
 ctest (`recipe.paper_recipes_smoke`) runs every paper recipe: xiong_fig2, xiong_fig3, xiong_fig4,
-huang_table1, huang_fig2_3, huang_fig3c, huang_fig4b, schemes and hessian_report."""
+huang_table1, huang_fig2_3, huang_fig3c, huang_fig4b, schemes, schemes_2025 and hessian_report."""
 import csv
 import json
 import math
@@ -44,6 +44,8 @@ FIGURES = {
     "hessian_report": {"hessian-density", "hessian-blocks"},
     "huang_table1": {"valid-loss", "train-loss"},
     "schemes": {"valid-loss", "train-loss", "perturb-perturb_delta=sign", "perturb-perturb_delta=adam"},
+    "schemes_2025": {"valid-loss", "train-loss", "grad-norms-probe", "hidden-norms-probe",
+                     "ln-inputs-encoder-warm_scheme=peri-ln", "ln-inputs-encoder-warm_scheme=pre-ln"},
 }
 
 
@@ -195,7 +197,7 @@ def main():
             check(verdicts[claims[0]["text"]] == verdict(lm["L6+6_scheme=post-ln"] > lm["L6+6_scheme=pre-ln"]),
                   "hessian claim 1")
 
-        if name == "huang_table1":
+        if name in ("huang_table1", "schemes_2025"):
             for c in [c for c in cells if c.startswith("test-")]:
                 e = json.load(open(os.path.join(cell(c), "evaluate.json")))
                 row = table_numbers(md, "| cell | sentences | BLEU |", c)
@@ -210,6 +212,23 @@ def main():
             text = next(c["text"] for c in claims if "more than Admin" in c["text"])
             if abs(post - admin) > 0.1:
                 check(verdicts[text] == verdict(post > admin), f"perturb claim: {post} vs {admin}")
+        if name == "schemes_2025":
+            # Mix-LN's last/first-layer gradient ratio between Post-LN's and Pre-LN's, from grad_norms.csv.
+            g = {(x["scheme"], x["param"]): float(x["expected_grad_norm_mean"])
+                 for x in rows(os.path.join(cell("probe"), "grad_norms.csv"))}
+            ratio = {sch: g[(sch, "encoder.layers.7.fc2.weight")] / g[(sch, "encoder.layers.0.fc2.weight")]
+                     for sch in ("post-ln", "pre-ln", "mix-ln")}
+            for text, holds, other in ((claims[0]["text"], ratio["mix-ln"] < ratio["post-ln"], ratio["post-ln"]),
+                                       (claims[1]["text"], ratio["mix-ln"] > ratio["pre-ln"], ratio["pre-ln"])):
+                if abs(ratio["mix-ln"] - other) > 0.02:
+                    check(verdicts[text] == verdict(holds), f"mix-ln claim: {ratio}")
+            # lambda_1 at initialisation: the critical-lr cell's SGD rows, mean over seeds.
+            crit = rows(os.path.join(cell("critical"), "critical_lr.csv"))
+            lam = {sch: [float(x["curvature"]) for x in crit if x["scheme"] == sch and x["optimizer"] == "sgd"]
+                   for sch in ("post-ln", "pre-ln")}
+            text = next(c["text"] for c in claims if "lambda_1(H)" in c["text"])
+            check(verdicts[text] == verdict(sum(lam["post-ln"]) / len(lam["post-ln"]) >
+                                            sum(lam["pre-ln"]) / len(lam["pre-ln"])), f"lambda claim: {lam}")
         print(f"{name}: {len(cells)} cells, run {wall:.1f} s, {len(figs)} figures, "
               f"{len(claims)} claims: {sorted(verdicts.values())}")
 
