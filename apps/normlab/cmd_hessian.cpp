@@ -36,6 +36,7 @@ struct HessianOptions {
   data::VocabTrainOptions vocab_options;
   int64_t max_sentences = 0, max_tokens = 4096;
   double label_smoothing = 0.1;
+  double z_loss = 0.0;
   std::string ls_formula = "uniform", params = ".*", dtype = "float32", precision = "fp32";
   bool keep_graphs = false;
   DistCliOptions dist;
@@ -141,6 +142,8 @@ Runner add_hessian_command(CLI::App& app, const GlobalOptions& global) {
       ->capture_default_str()->group(g_data);
   cmd->add_option("--label-smoothing", o->label_smoothing, "eps")->capture_default_str()->group(g_data);
   cmd->add_option("--ls-formula", o->ls_formula, "uniform|exclusive")->capture_default_str()->group(g_data);
+  cmd->add_option("--z-loss", o->z_loss, "C: the loss also holds C (log Z)^2 per target token (train --z-loss)")
+      ->capture_default_str()->group(g_data);
   cmd->add_option("--params", o->params, "regular expression: parameters (stored names) spanning the "
                                          "Hessian")->capture_default_str()->group(g_data);
   cmd->add_flag("--keep-graphs", o->keep_graphs, "keep every batch's first-order graph between products "
@@ -176,7 +179,8 @@ Runner add_hessian_command(CLI::App& app, const GlobalOptions& global) {
       throw std::invalid_argument("--vocab and --vocab-train exclude each other");
     if (!(o->label_smoothing >= 0.0 && o->label_smoothing < 1.0))
       throw std::invalid_argument("--label-smoothing must be in [0, 1), got " + std::to_string(o->label_smoothing));
-    analysis::LossOptions loss{o->label_smoothing, train::parse_label_smoothing_formula(o->ls_formula)};
+    if (!(o->z_loss >= 0.0)) throw std::invalid_argument("--z-loss must be >= 0, got " + std::to_string(o->z_loss));
+    analysis::LossOptions loss{o->label_smoothing, train::parse_label_smoothing_formula(o->ls_formula), o->z_loss};
     const auto dtype = parse_dtype(o->dtype);
     auto job = join_job(o->dist, core::resolve_device(global.device));
     const auto device = job.device;
@@ -185,7 +189,7 @@ Runner add_hessian_command(CLI::App& app, const GlobalOptions& global) {
     if (o->run.writes) lock.emplace(o->run.out, "normlab hessian");
     nlohmann::json resolved = {{"data", o->data}, {"src", o->src}, {"tgt", o->tgt},
                                {"max_sentences", o->max_sentences}, {"max_tokens", o->max_tokens},
-                               {"label_smoothing", o->label_smoothing}, {"ls_formula", o->ls_formula},
+                               {"label_smoothing", o->label_smoothing}, {"ls_formula", o->ls_formula}, {"z_loss", o->z_loss},
                                {"params", o->params}, {"dtype", o->dtype}, {"device", device.str()}};
 
     model::Seq2Seq net{nullptr};

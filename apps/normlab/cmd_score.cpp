@@ -21,6 +21,7 @@ Runner add_score_command(CLI::App& app, const GlobalOptions& global) {
   struct Options {
     std::string checkpoint, src, tgt, formula = "uniform", grad_out;
     double label_smoothing = 0.1;
+    double z_loss = 0.0;
     int64_t batch_sentences = 64;
     bool json = false;
     std::string precision = "fp32";
@@ -30,6 +31,7 @@ Runner add_score_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--src-ids", o->src, "source sentences as token ids, one per line")->required();
   cmd->add_option("--tgt-ids", o->tgt, "target sentences as token ids, one per line")->required();
   cmd->add_option("--label-smoothing", o->label_smoothing, "eps")->capture_default_str();
+  cmd->add_option("--z-loss", o->z_loss, "C: the loss also holds C (log Z)^2 per target token")->capture_default_str();
   cmd->add_option("--ls-formula", o->formula, "uniform|exclusive (docs/conventions.md)")
       ->capture_default_str();
   cmd->add_option("--batch-sentences", o->batch_sentences, "sentences per forward pass")
@@ -42,6 +44,7 @@ Runner add_score_command(CLI::App& app, const GlobalOptions& global) {
     if (!(o->label_smoothing >= 0.0 && o->label_smoothing < 1.0))
       throw std::invalid_argument("--label-smoothing must be in [0, 1), got " +
                                   std::to_string(o->label_smoothing));
+    if (!(o->z_loss >= 0.0)) throw std::invalid_argument("--z-loss must be >= 0, got " + std::to_string(o->z_loss));
     auto loaded = model::load_model(o->checkpoint);
     auto& net = loaded.model;
     const auto& c = net->config();
@@ -60,7 +63,7 @@ Runner add_score_command(CLI::App& app, const GlobalOptions& global) {
       auto batch = data::make_batch(pairs.src, pairs.tgt, begin, end);
       auto logits = net->forward(batch.src.to(device), batch.prev_output_tokens.to(device));
       auto sums = train::label_smoothed_nll(logits, batch.target.to(device), o->label_smoothing,
-                                            formula, kPad);
+                                            formula, kPad, o->z_loss);
       if (grads) sums.loss.backward();
       loss += sums.loss.item<double>();
       nll += sums.nll.item<double>();

@@ -112,6 +112,10 @@ Runner add_train_command(CLI::App& app, const GlobalOptions& global) {
       ->capture_default_str()->group(opt);
   cmd->add_option("--label-smoothing", c.label_smoothing, "eps")->capture_default_str()->group(opt);
   cmd->add_option("--ls-formula", o->ls_formula, "uniform|exclusive")->capture_default_str()->group(opt);
+  cmd->add_option("--z-loss", c.z_loss,
+                  "C: add C (log Z)^2 per target token to the training loss (PaLM's z-loss; 1e-4 there), "
+                  "and to the curvature series' loss")
+      ->capture_default_str()->group(opt);
   cmd->add_option("--lr", c.schedule.lr, "peak learning rate")->capture_default_str()->group(opt);
   cmd->add_option("--lr-schedule", o->schedule, "constant|inverse-sqrt|linear|step-decay|t-fixup|cosine")
       ->capture_default_str()->group(opt);
@@ -196,7 +200,7 @@ Runner add_train_command(CLI::App& app, const GlobalOptions& global) {
       return std::make_unique<analysis::Tracer>(trace, std::move(net), dir, done_steps);
     };
     auto job = join_job(o->dist, core::resolve_device(global.device));
-    const analysis::LossOptions loss{c.label_smoothing, c.ls_formula};
+    const analysis::LossOptions loss{c.label_smoothing, c.ls_formula, c.z_loss};
     hooks.make_curvature = [&job, loss](const train::CurvatureConfig& config, model::Seq2Seq net,
                                         std::vector<data::Batch> probe, const std::string& file, int64_t done,
                                         bool writes) {

@@ -54,7 +54,7 @@ torch::Dtype FullDataHessian::dtype() const { return params_.front().second.scal
 
 torch::Tensor FullDataHessian::batch_loss(const data::Batch& b) const {
   auto logits = model_->forward(b.src, b.prev_output_tokens);  // (B,T,V)
-  auto sums = train::label_smoothed_nll(logits, b.target, loss_.label_smoothing, loss_.formula, kPad);
+  auto sums = train::label_smoothed_nll(logits, b.target, loss_.label_smoothing, loss_.formula, kPad, loss_.z_loss);
   // This batch's share of the full-data mean: dividing the scalar here (not the (n) result at
   // the end) costs nothing, and sum_b d²(loss_b / N) = H.
   return sums.loss / static_cast<double>(tokens_);

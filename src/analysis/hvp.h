@@ -24,6 +24,7 @@ using LinearOperator = std::function<torch::Tensor(const torch::Tensor&)>;
 struct LossOptions {
   double label_smoothing = 0.1;
   train::LabelSmoothingFormula formula = train::LabelSmoothingFormula::kUniform;
+  double z_loss = 0.0;  // train/loss.h
 };
 
 class FullDataHessian {

@@ -20,8 +20,9 @@ LabelSmoothingFormula parse_label_smoothing_formula(const std::string& s, const 
 }
 
 LossSums label_smoothed_nll(const torch::Tensor& logits, const torch::Tensor& target, double eps,
-                            LabelSmoothingFormula formula, int64_t pad) {
+                            LabelSmoothingFormula formula, int64_t pad, double z_loss) {
   TORCH_CHECK(eps >= 0.0 && eps < 1.0, "label smoothing must be in [0, 1), got ", eps);
+  TORCH_CHECK(z_loss >= 0.0, "z-loss must be >= 0, got ", z_loss);
   const auto V = static_cast<double>(logits.size(-1));
   torch::Tensor nll, smooth;  // (B,T): -log p(target), -sum_v log p(v)
   if (model::kernels::log_softmax_terms_apply(logits)) {
@@ -41,7 +42,13 @@ LossSums label_smoothed_nll(const torch::Tensor& logits, const torch::Tensor& ta
   // REFERENCE §2: the two formulas differ only in how eps is spread over the vocabulary.
   const double w = formula == LabelSmoothingFormula::kUniform ? eps / V : eps / (V - 1.0);
   const double w_nll = formula == LabelSmoothingFormula::kUniform ? 1.0 - eps : 1.0 - eps - w;
-  return {w_nll * nll + w * smooth, nll, keep.sum().item<int64_t>()};
+  auto loss = w_nll * nll + w * smooth;
+  if (z_loss > 0.0) {
+    // z-loss: C (log Z)^2 per token, in fp32 (a separate pass over V: only when asked for).
+    const auto log_z = torch::logsumexp(model::float_if_reduced(logits), -1);  // (B,T)
+    loss = loss + z_loss * log_z.pow(2).masked_fill(~keep, 0.0).sum();
+  }
+  return {loss, nll, keep.sum().item<int64_t>()};
 }
 
 }  // namespace normlab::train

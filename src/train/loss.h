@@ -23,8 +23,10 @@ struct LossSums {
   int64_t tokens = 0;  // non-padding target tokens
 };
 
-// logits (B,T,V), target (B,T) with `pad` at padding. eps in [0, 1).
+// logits (B,T,V), target (B,T) with `pad` at padding. eps in [0, 1). With z_loss > 0 the
+// loss also holds the z-loss (PaLM, Chowdhery et al. 2022; Wortsman et al. 2023, REFERENCE §9):
+// z_loss * sum over tokens of (log Z)^2, Z = sum_v exp(logit_v); nll does not.
 LossSums label_smoothed_nll(const torch::Tensor& logits, const torch::Tensor& target, double eps,
-                            LabelSmoothingFormula formula, int64_t pad);
+                            LabelSmoothingFormula formula, int64_t pad, double z_loss = 0.0);
 
 }  // namespace normlab::train

@@ -225,6 +225,7 @@ std::vector<std::string> TrainConfig::problems() const {
   if (keep_last < 0) out.push_back("--keep-last must be >= 0");
   if (clip_norm < 0) out.push_back("--clip-norm must be >= 0");
   if (!(label_smoothing >= 0 && label_smoothing < 1)) out.push_back("--label-smoothing must be in [0, 1)");
+  if (!(z_loss >= 0)) out.push_back("--z-loss must be >= 0, got " + std::to_string(z_loss));
   for (auto& p : vocab.validate()) out.push_back(p);
   for (auto& p : batching.validate()) out.push_back(p);
   for (auto& p : optimizer.problems()) out.push_back(p);
@@ -258,6 +259,7 @@ void to_json(nlohmann::json& j, const TrainConfig& c) {
        {"loss",
         {{"label_smoothing", c.label_smoothing},
          {"formula", to_string(c.ls_formula)},
+         {"z_loss", c.z_loss},
          {"clip_norm", c.clip_norm}}},
        {"seed", c.seed},
        {"limits", {{"max_epochs", c.max_epochs}, {"max_steps", c.max_steps}}},
@@ -627,7 +629,7 @@ TrainResult train(const TrainConfig& c, const TrainHooks& hooks, const torch::De
         auto b = gather(train_corpus, batches[static_cast<size_t>(pos.next_batch + j)]);
         if (tracing) observer->batch(b.src, b.prev_output_tokens);
         auto logits = net->forward(b.src.to(device), b.prev_output_tokens.to(device));
-        auto s = label_smoothed_nll(logits, b.target.to(device), c.label_smoothing, c.ls_formula, kPad);
+        auto s = label_smoothed_nll(logits, b.target.to(device), c.label_smoothing, c.ls_formula, kPad, c.z_loss);
         (scaler ? s.loss * scaler->scale() : s.loss).backward();
         update.loss += s.loss.item<double>();
         update.nll += s.nll.item<double>();

@@ -55,6 +55,7 @@ struct TrainConfig {
   double clip_norm = 0.0;            // 0: no clipping (the norm is still logged)
   double label_smoothing = 0.1;
   LabelSmoothingFormula ls_formula = LabelSmoothingFormula::kUniform;
+  double z_loss = 0.0;  // coefficient of the z-loss in the training loss (loss.h); 0: none
   // Limits: training stops at whichever comes first; at least one must be set.
   int64_t max_epochs = 0;
   int64_t max_steps = 0;

@@ -62,27 +62,47 @@ TEST_F(TinyHessian, HutchinsonWithinThreeStandardErrors) {
   EXPECT_LT(std::abs(t.trace - exact), 3 * t.standard_error) << "exact " << exact << " estimate " << t.trace;
 }
 
-// Hv against (g(theta + h v) - g(theta - h v)) / 2h.
-TEST_F(TinyHessian, MatchesCentralDifferencesOfGradients) {
-  const auto n = hessian_->dim();
+// ||Hv - (g(theta + h v) - g(theta - h v)) / 2h|| / ||Hv|| for a random unit v, and Hv.
+std::pair<double, torch::Tensor> central_difference_error(FullDataHessian& hessian) {
+  const auto n = hessian.dim();
   auto v = torch::randn({n}, torch::kFloat64);
   v /= v.norm();
   const double step = 1e-5;
   auto shift = [&](double by) {
     torch::NoGradGuard no_grad;
-    for (size_t i = 0; i < hessian_->params().size(); ++i) {
-      const auto& p = hessian_->params()[i].second;
-      p.add_(v.narrow(0, hessian_->offset(i), p.numel()).view(p.sizes()), by);
+    for (size_t i = 0; i < hessian.params().size(); ++i) {
+      const auto& p = hessian.params()[i].second;
+      p.add_(v.narrow(0, hessian.offset(i), p.numel()).view(p.sizes()), by);
     }
   };
   shift(step);
-  auto plus = hessian_->gradient().first;
+  auto plus = hessian.gradient().first.clone();
   shift(-2 * step);
-  auto minus = hessian_->gradient().first;
+  auto minus = hessian.gradient().first.clone();
   shift(step);
   auto fd = (plus - minus) / (2 * step);
-  auto hv = hessian_->hvp(v);
-  EXPECT_LT((fd - hv).norm().item<double>(), 1e-7 * hv.norm().item<double>());
+  auto hv = hessian.hvp(v);
+  return {(fd - hv).norm().item<double>() / hv.norm().item<double>(), hv};
+}
+
+TEST_F(TinyHessian, MatchesCentralDifferencesOfGradients) {
+  EXPECT_LT(central_difference_error(*hessian_).first, 1e-7);
+}
+
+// The z-loss (train/loss.h) is part of the loss whose Hessian is taken: the products still
+// match central differences of gradients, and differ from those without it.
+TEST(HessianOfZLoss, MatchesCentralDifferencesAndChangesTheProduct) {
+  torch::manual_seed(11);
+  FullDataHessian with(tiny_model(), tiny_batches(2), LossOptions{0.1, train::LabelSmoothingFormula::kUniform, 0.5},
+                       ".*", torch::kCPU);
+  torch::manual_seed(11);
+  const auto [error, hv] = central_difference_error(with);
+  EXPECT_LT(error, 1e-7);
+  torch::manual_seed(11);
+  FullDataHessian without(tiny_model(), tiny_batches(2), LossOptions{}, ".*", torch::kCPU);
+  torch::manual_seed(11);
+  const auto [error0, hv0] = central_difference_error(without);
+  EXPECT_GT((hv - hv0).norm().item<double>(), 1e-3 * hv0.norm().item<double>());
 }
 
 TEST_F(TinyHessian, BatchingDoesNotChangeTheProduct) {

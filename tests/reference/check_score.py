@@ -70,6 +70,8 @@ def parse_args():
                         help="passed to `normlab init` (overrides the scheme's)")
     parser.add_argument("--mix-ln-alpha", type=float, help="passed to `normlab init`")
     parser.add_argument("--qk-norm", action="store_true", help="passed to `normlab init`")
+    parser.add_argument("--z-loss", type=float, default=0.0,
+                        help="passed to `normlab score`: the loss also holds C (log Z)^2 per token")
     parser.add_argument("--seed", type=int, default=20240611, help="seed of the random ids")
     parser.add_argument("--precision", default="fp32", choices=["fp32", "bf16"],
                         help="bf16: normlab's mixed precision against PyTorch AMP")
@@ -121,7 +123,8 @@ def normlab_score(args):
     stdout = run_normlab(args.normlab, "score", "--checkpoint", checkpoint,
                          "--src-ids", workdir / "src.ids", "--tgt-ids", workdir / "tgt.ids",
                          "--label-smoothing", LABEL_SMOOTHING, "--ls-formula", args.formula,
-                         "--json", "--grad-out", grads, "--precision", args.precision)
+                         "--json", "--grad-out", grads, "--precision", args.precision,
+                         "--z-loss", args.z_loss)
     return parse_score_json(stdout), weights, grads
 
 
@@ -194,7 +197,7 @@ def check_scheme_constants(config, state, args):
     return failures
 
 
-def reference_score(state, config, src_lines, tgt_lines, formula, amp=False):
+def reference_score(state, config, src_lines, tgt_lines, formula, amp=False, z_loss=0.0):
     """Loss, nll, tokens and gradients (stored names) of the reference model in float64, or
     with `amp` in float32 under bf16 autocast (the two lines a PyTorch user adds)."""
     model = ReferenceTransformer(config).eval()
@@ -204,8 +207,11 @@ def reference_score(state, config, src_lines, tgt_lines, formula, amp=False):
     source, prev_output_tokens, target = make_batch(src_lines, tgt_lines, special["pad"], special["eos"])
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp):
         logits = model(source, prev_output_tokens)
-    loss, nll, tokens = label_smoothed_loss(logits.float() if amp else logits, target,
-                                            LABEL_SMOOTHING, formula, special["pad"])
+    logits = logits.float() if amp else logits
+    loss, nll, tokens = label_smoothed_loss(logits, target, LABEL_SMOOTHING, formula, special["pad"])
+    if z_loss:  # PaLM's z-loss: C (log Z)^2 per non-padding target token
+        log_z = torch.logsumexp(logits, dim=-1)[target.ne(special["pad"])]
+        loss = loss + z_loss * (log_z ** 2).sum()
     loss.backward()
     grads = {name: param.grad for name, param in model.named_parameters()}
     return loss.item(), nll.item(), tokens, grads, model.tied_aliases()
@@ -292,7 +298,7 @@ def main():
     state, config = load_weights(weights_path)
     grads = torch.load(grads_path, map_location="cpu", weights_only=True)
 
-    case = f"{args.scheme}/{args.share}/{args.formula}"
+    case = f"{args.scheme}/{args.share}/{args.formula}" + (f"/z-loss {args.z_loss:g}" if args.z_loss else "")
     if args.precision == "bf16":
         failures, summary = check_mixed_precision(score, grads, state, config, src_lines, tgt_lines, args)
         if failures:
@@ -302,7 +308,8 @@ def main():
         return
 
     failures = check_config(config, state, args)
-    loss, nll, tokens, ref_grads, ref_tied = reference_score(state, config, src_lines, tgt_lines, args.formula)
+    loss, nll, tokens, ref_grads, ref_tied = reference_score(state, config, src_lines, tgt_lines, args.formula,
+                                                             z_loss=args.z_loss)
     if ref_tied != config["tied"]:
         failures.append(f"reference aliases {ref_tied} differ from weights.json tied {config['tied']}")
     loss_error = abs(score["loss"] - loss) / abs(loss)
