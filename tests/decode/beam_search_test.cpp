@@ -34,7 +34,7 @@ torch::Tensor ids(const std::vector<std::vector<int64_t>>& rows) {
 std::string test_name(const ::testing::TestParamInfo<std::string>& info) {
   std::string n = info.param;
   for (auto& ch : n)
-    if (ch == '-') ch = '_';
+    if (ch == '-' || ch == '+') ch = '_';
   return n;
 }
 
@@ -66,6 +66,8 @@ TEST_P(Incremental, LogitsEqualFullRecomputation) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllSchemes, Incremental, ::testing::ValuesIn(model::scheme_names()), test_name);
+// QK-norm normalises the cached keys: on a scheme with norms and on one without.
+INSTANTIATE_TEST_SUITE_P(QkNorm, Incremental, ::testing::Values("pre-ln+qk-norm", "t-fixup+qk-norm"), test_name);
 
 // Greedy decoding written independently: a full forward pass over the whole prefix per step,
 // argmax of log p with <s>, <pad>, <unk> excluded, </s> excluded at the first step and forced

@@ -7,9 +7,12 @@
 
 namespace normlab::test {
 
-// The papers' scheme `scheme`, with Admin's omega in closed form (profiling needs a batch)
-// and ReZero's alpha at 0.5 (0 would make every layer the identity).
-inline model::ModelConfig tiny_config(const std::string& scheme) {
+// The named scheme `scheme` ("NAME+qk-norm": with QK-norm), with Admin's omega in closed form
+// (profiling needs a batch) and ReZero's alpha at 0.5 (0 would make every layer the identity).
+inline model::ModelConfig tiny_config(std::string scheme) {
+  const std::string qk = "+qk-norm";
+  const bool qk_norm = scheme.size() > qk.size() && scheme.compare(scheme.size() - qk.size(), qk.size(), qk) == 0;
+  if (qk_norm) scheme.resize(scheme.size() - qk.size());
   model::ModelConfig c;
   c.d_model = 16;
   c.ffn_dim = 24;
@@ -18,6 +21,7 @@ inline model::ModelConfig tiny_config(const std::string& scheme) {
   c.decoder_layers = 2;
   c.src_vocab_size = c.tgt_vocab_size = 30;
   c.scheme = model::scheme_by_name(scheme);
+  c.scheme.qk_norm = qk_norm;
   if (c.scheme.init == model::InitMethod::kAdminProfile) c.scheme.init = model::InitMethod::kAdminClosedForm;
   c.rezero_alpha_init = 0.5;
   return c;
