@@ -19,16 +19,16 @@ std::vector<BlockSite> block_sites(model::Seq2Seq& net) {
   for (size_t i = 0; i < enc.size(); ++i) {
     auto* l = enc[i]->as<model::EncoderLayerImpl>();
     const auto n = static_cast<int64_t>(i);
-    out.push_back({"encoder", n, norm_name("self_attn"), &l->self_attn_block, false, false});
-    out.push_back({"encoder", n, norm_name("ffn"), &l->ffn_block, true, i + 1 == enc.size()});
+    out.push_back({"encoder", n, norm_name("self_attn"), &l->self_attn_block, false, false, "self_attn"});
+    out.push_back({"encoder", n, norm_name("ffn"), &l->ffn_block, true, i + 1 == enc.size(), "ffn"});
   }
   const auto& dec = *net->decoder->layers;
   for (size_t i = 0; i < dec.size(); ++i) {
     auto* l = dec[i]->as<model::DecoderLayerImpl>();
     const auto n = static_cast<int64_t>(i);
-    out.push_back({"decoder", n, norm_name("self_attn"), &l->self_attn_block, false, false});
-    out.push_back({"decoder", n, norm_name("encoder_attn"), &l->encoder_attn_block, false, false});
-    out.push_back({"decoder", n, norm_name("ffn"), &l->ffn_block, true, i + 1 == dec.size()});
+    out.push_back({"decoder", n, norm_name("self_attn"), &l->self_attn_block, false, false, "self_attn"});
+    out.push_back({"decoder", n, norm_name("encoder_attn"), &l->encoder_attn_block, false, false, "encoder_attn"});
+    out.push_back({"decoder", n, norm_name("ffn"), &l->ffn_block, true, i + 1 == dec.size(), "ffn"});
   }
   return out;
 }

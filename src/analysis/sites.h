@@ -20,6 +20,7 @@ struct BlockSite {
   model::ResidualBlock* block = nullptr;
   bool ffn = false;              // the layer's FFN block (its last)
   bool last = false;             // the stack's last block
+  std::string name;              // self_attn | encoder_attn | ffn
 };
 
 // Encoder blocks, then decoder blocks, in forward order.

@@ -19,6 +19,8 @@ namespace {
 
 constexpr const char* kHistogramHeader = "step,param,kind,bin_lo,bin_hi,count\n";
 constexpr const char* kLnHeader = "step,stack,layer,ln,mean_input_norm\n";
+constexpr const char* kRotationHeader = "step,param,angle,relative_change\n";
+constexpr const char* kOutputHeader = "step,stack,layer,block,relative_change\n";
 
 // Rows of FILE (without its header) whose step, the first field, is at most `last`.
 std::string kept_rows(const std::filesystem::path& file, int64_t last) {
@@ -83,6 +85,8 @@ Tracer::Tracer(const train::TraceConfig& config, model::Seq2Seq net, const std::
   std::filesystem::create_directories(dir_);
   histogram_csv_ = kept_rows(std::filesystem::path(dir_) / "histograms.csv", done_steps);
   ln_csv_ = kept_rows(std::filesystem::path(dir_) / "ln_inputs.csv", done_steps);
+  rotation_csv_ = kept_rows(std::filesystem::path(dir_) / "rotation.csv", done_steps);
+  output_csv_ = kept_rows(std::filesystem::path(dir_) / "output_change.csv", done_steps);
 }
 
 void Tracer::begin(int64_t step) {
@@ -110,9 +114,39 @@ void Tracer::begin(int64_t step) {
 void Tracer::batch(const torch::Tensor& src, const torch::Tensor& prev_output_tokens) {
   enc_w_ = token_weights(src);
   dec_w_ = token_weights(prev_output_tokens);
+  src_ = src;
+  prev_output_tokens_ = prev_output_tokens;
+}
+
+std::map<std::string, torch::Tensor> Tracer::block_outputs() {
+  std::map<std::string, torch::Tensor> out;
+  for (const auto& site : block_sites(net_)) {
+    const std::string key = site.stack + "," + std::to_string(site.layer) + "," + site.name;
+    const bool enc = site.stack == "encoder";
+    site.block->set_observer([this, &out, key, enc](const char* what, const torch::Tensor& x) {
+      if (std::string(what) != "output") return;
+      // Padding rows zeroed: they take no part in the norms.
+      const auto& w = enc ? enc_w_ : dec_w_;
+      out[key] = x.detach().to(torch::kFloat64) * w.to(x.device()).unsqueeze(-1);
+    });
+  }
+  const bool was_training = net_->is_training();
+  net_->eval();
+  {
+    torch::NoGradGuard no_grad;
+    const auto device = net_->parameters().front().device();
+    net_->forward(src_.to(device), prev_output_tokens_.to(device));
+  }
+  net_->train(was_training);
+  clear_observers(net_);
+  return out;
 }
 
 void Tracer::gradients() {
+  // The block observers of begin() have seen every forward of the update: take their norms,
+  // then look at the outputs before the update.
+  clear_observers(net_);
+  outputs_before_ = block_outputs();
   for (const auto& [name, p] : params_) {
     if (!p.grad().defined()) continue;
     histogram_csv_ += histogram_rows(log_histogram(p.grad(), config_), config_,
@@ -122,6 +156,26 @@ void Tracer::gradients() {
 
 void Tracer::updates(const std::map<std::string, torch::Tensor>& made) {
   clear_observers(net_);
+  // Kosson et al. 2024: the angular update of every weight matrix, W_old = W_new - update.
+  for (const auto& item : net_->named_parameters()) {
+    const auto& name = item.key();
+    const auto& p = item.value();
+    const auto it = made.find(name);
+    if (p.dim() != 2 || it == made.end()) continue;
+    const auto w_new = p.detach().to(torch::kFloat64), w_old = w_new - it->second.to(torch::kFloat64);
+    const double n_old = w_old.norm().item<double>();
+    // The angle as 2 atan2(|u - v|, |u + v|) of the unit vectors u, v (Kahan): exact also for
+    // the tiny angles where acos(cosine) has only the square root of the rounding left.
+    const auto u = w_old / n_old, v = w_new / w_new.norm();
+    const double angle = 2.0 * std::atan2((u - v).norm().item<double>(), (u + v).norm().item<double>());
+    rotation_csv_ += std::to_string(step_) + "," + name + "," + csv_number(angle) + "," +
+                     csv_number(it->second.to(torch::kFloat64).norm().item<double>() / n_old) + "\n";
+  }
+  for (const auto& [key, after] : block_outputs()) {
+    const auto& before = outputs_before_.at(key);
+    output_csv_ += std::to_string(step_) + "," + key + "," +
+                   csv_number((after - before).norm().item<double>() / before.norm().item<double>()) + "\n";
+  }
   for (const auto& [name, p] : params_) {
     const auto it = made.find(name);
     if (it == made.end()) continue;
@@ -137,6 +191,8 @@ void Tracer::write() const {
   const std::filesystem::path dir(dir_);
   core::write_file_atomic((dir / "histograms.csv").string(), kHistogramHeader + histogram_csv_);
   core::write_file_atomic((dir / "ln_inputs.csv").string(), kLnHeader + ln_csv_);
+  core::write_file_atomic((dir / "rotation.csv").string(), kRotationHeader + rotation_csv_);
+  core::write_file_atomic((dir / "output_change.csv").string(), kOutputHeader + output_csv_);
 }
 
 }  // namespace normlab::analysis

@@ -3,6 +3,12 @@
 // RUN_DIR/trace/histograms.csv  step,param,kind,bin_lo,bin_hi,count   (kind = grad | update;
 //                               bins over log10|value|; the zero bin has bin_lo = bin_hi = -inf)
 // RUN_DIR/trace/ln_inputs.csv   step,stack,layer,ln,mean_input_norm
+// RUN_DIR/trace/rotation.csv    step,param,angle,relative_change   (every weight matrix: the
+//                               angle between W before and after the update, in radians, and
+//                               ||W_new - W_old||_F / ||W_old||_F; Kosson et al. 2024)
+// RUN_DIR/trace/output_change.csv  step,stack,layer,block,relative_change   (every residual
+//                               block: ||y_new - y_old|| / ||y_old|| of its output on the update's
+//                               last batch, dropout off, before and after the update)
 #pragma once
 
 #include <cstdint>
@@ -39,9 +45,11 @@ class Tracer final : public train::StepObserver {
   void begin(int64_t step) override;
   // The batch about to go forward: src (B,S), prev_output_tokens (B,T), for padding.
   void batch(const torch::Tensor& src, const torch::Tensor& prev_output_tokens) override;
-  // Histograms of the traced parameters' gradients as the optimiser will see them.
+  // Histograms of the traced parameters' gradients as the optimiser will see them; every
+  // block's output on the last batch before the update (an extra forward, dropout off).
   void gradients() override;
-  // Histograms of the update made (p_new - p_old by name); writes both files atomically.
+  // Histograms of the update made (p_new - p_old by name), the weight matrices' rotation, the
+  // blocks' output change (a second extra forward); writes every file atomically.
   void updates(const std::map<std::string, torch::Tensor>& made) override;
 
  private:
@@ -49,6 +57,8 @@ class Tracer final : public train::StepObserver {
     double sum = 0, tokens = 0;
   };
   void write() const;
+  // Forward of the last batch with dropout off and no graph; each block's output by key.
+  std::map<std::string, torch::Tensor> block_outputs();
 
   train::TraceConfig config_;
   model::Seq2Seq net_;
@@ -56,8 +66,10 @@ class Tracer final : public train::StepObserver {
   std::map<std::string, torch::Tensor> params_;
   int64_t step_ = 0;
   torch::Tensor enc_w_, dec_w_;
+  torch::Tensor src_, prev_output_tokens_;             // the update's last batch
+  std::map<std::string, torch::Tensor> outputs_before_;  // block key -> output before the update
   std::vector<std::pair<std::string, Norms>> norms_;  // "stack,layer,ln" in forward order
-  std::string histogram_csv_, ln_csv_;                // rows so far
+  std::string histogram_csv_, ln_csv_, rotation_csv_, output_csv_;  // rows so far
 };
 
 }  // namespace normlab::analysis

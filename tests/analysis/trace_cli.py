@@ -3,7 +3,9 @@
 of step 2 against numpy counting of the difference of the checkpoints saved after updates 1
 and 2; every histogram's counts sum to the parameter's element count; one LayerNorm-input row
 per LayerNorm and step; a resumed run keeps the earlier rows; no trace folder when off; an
-unknown traced parameter and (probe) too few batches in the corpus end with exit code 2."""
+unknown traced parameter and (probe) too few batches in the corpus end with exit code 2. The
+angular update of every weight matrix against numpy's from the checkpoints; the blocks' output
+change, exactly zero at lr 0."""
 import csv
 import os
 import subprocess
@@ -61,12 +63,48 @@ def main():
     check({x["ln"] for x in ln} == {"self_attn_layer_norm", "encoder_attn_layer_norm", "final_layer_norm"},
           "LayerNorm names")
 
+    # Kosson et al.'s angular update of every weight matrix at step 2, against numpy's from the
+    # checkpoints saved after updates 1 and 2.
+    rotation = {(r["step"], r["param"]): r for r in csv.DictReader(open(os.path.join(run_dir, "trace", "rotation.csv")))}
+    matrices = [n for n, t in after.items() if "/" not in n and t.dim() == 2 and not torch.equal(t, before[n])]
+    check(len(matrices) > 10, f"changed weight matrices: {matrices}")
+    for name in matrices:
+        a, b = before[name].double().numpy().ravel(), after[name].double().numpy().ravel()
+        cosine = a @ b / (np.linalg.norm(a) * np.linalg.norm(b))
+        angle = np.arctan2(np.sqrt(max(1 - cosine * cosine, 0.0)), cosine)
+        change = np.linalg.norm(b - a) / np.linalg.norm(a)
+        row = rotation.get(("2", name))
+        check(row is not None and abs(float(row["angle"]) - angle) <= 1e-3 * angle + 1e-7
+              and abs(float(row["relative_change"]) - change) <= 1e-4 * change,
+              f"rotation {name}: {row} vs numpy angle {angle:.6g}, change {change:.6g}")
+    # The output change of every block (2 encoder layers x 2 blocks + 1 decoder layer x 3) per step.
+    out = list(csv.DictReader(open(os.path.join(run_dir, "trace", "output_change.csv"))))
+    # Update 1 runs at the warm-up's initial lr, 0: no change; update 2 changes every block.
+    check(len(out) == 14 and all((0 < float(x["relative_change"]) < 1) == (x["step"] == "2") for x in out),
+          f"output_change rows: {out}")
+    check({x["block"] for x in out} == {"self_attn", "encoder_attn", "ffn"}, "block names")
+
     # Resuming to step 3 keeps steps 1-2 and adds step 3.
     r = subprocess.run(base + ["--max-steps", "3", "--out", run_dir, "--trace-steps", "3",
                                "--trace-params", params], capture_output=True, text=True, timeout=120)
     check(r.returncode == 0, r.stderr)
-    steps = {row["step"] for row in csv.DictReader(open(os.path.join(run_dir, "trace", "histograms.csv")))}
-    check(steps == {"1", "2", "3"}, f"steps after resume: {steps}")
+    for name in ("histograms.csv", "rotation.csv", "output_change.csv"):
+        steps = {row["step"] for row in csv.DictReader(open(os.path.join(run_dir, "trace", name)))}
+        check(steps == {"1", "2", "3"}, f"{name}: steps after resume: {steps}")
+
+    # At lr 1e-30 nothing moves in float32 but the zero biases: every angle and weight change is
+    # exactly 0, every output change below 1e-20.
+    still = os.path.join(args.workdir, "still")
+    r = subprocess.run([x if x != "1e-3" else "1e-30" for x in base] + ["--max-steps", "1", "--out", still,
+                                                                        "--trace-steps", "1"],
+                       capture_output=True, text=True, timeout=120)
+    check(r.returncode == 0, r.stderr)
+    if r.returncode == 0:
+        rot = [float(x[k]) for x in csv.DictReader(open(os.path.join(still, "trace", "rotation.csv")))
+               for k in ("angle", "relative_change")]
+        outs = [float(x["relative_change"]) for x in csv.DictReader(open(os.path.join(still, "trace", "output_change.csv")))]
+        check(rot and all(z == 0 for z in rot), f"lr 1e-30: nonzero rotation {set(rot)}")
+        check(outs and all(0 <= z < 1e-20 for z in outs), f"lr 1e-30: output change {set(outs)}")
 
     off = os.path.join(args.workdir, "off")
     r = subprocess.run(base + ["--max-steps", "1", "--out", off], capture_output=True, text=True, timeout=120)
