@@ -166,6 +166,9 @@ Runner add_train_command(CLI::App& app, const GlobalOptions& global) {
       ->capture_default_str()->group(cv);
   cmd->add_option("--curvature-steps", c.curvature.steps, "Lanczos steps per measurement (warm-started)")
       ->capture_default_str()->group(cv);
+  cmd->add_flag("--curvature-per-block", c.curvature.per_block,
+                "also lambda_1 of each sub-layer's Hessian block (embeddings, attention q/k and v/out, FFN, norms)")
+      ->group(cv);
   cmd->add_option("--curvature-preconditioner", o->preconditioner,
                   "Adam's P: next (Kalra & Barkeshli: v_{t+1}, bias corrections) | current (v_t, the last update's)")
       ->capture_default_str()->group(cv);

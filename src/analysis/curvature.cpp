@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
+#include "analysis/hessian_blocks.h"
 #include "core/file_io.h"
 
 namespace normlab::analysis {
@@ -178,6 +179,16 @@ void CurvatureSeries::measure(int64_t update, double next_lr, const train::Optim
       quantity = pre.value;
     }
     record["adam_threshold"] = finite_or_null(stability_threshold(oc, next_lr));
+  }
+  if (config_.per_block) {
+    // Cold starts (the blocks are many and each is cheap): seeds after the two series' own.
+    nlohmann::json blocks = nlohmann::json::object();
+    uint64_t seed = kStartSeed + 2;
+    for (const auto& block : parameter_blocks(h, sublayer_block)) {
+      const auto e = block_spectrum(hvp, h.dim(), block, config_.steps, seed++, dtype);
+      blocks[block.name] = e.nodes.back();
+    }
+    record["blocks"] = blocks;
   }
   const double threshold = stability_threshold(oc, next_lr);
   record["threshold"] = finite_or_null(threshold);

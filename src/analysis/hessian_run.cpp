@@ -102,28 +102,6 @@ std::string extremes(const LanczosState& s) {
 }
 
 // Lanczos on the diagonal block of H for the flat ranges `ranges` ([begin, length) pairs).
-TridiagonalEigen block_spectrum(const FullDataHessian& h, const std::vector<std::pair<int64_t, int64_t>>& ranges,
-                                int64_t steps, uint64_t seed) {
-  int64_t nb = 0;
-  for (const auto& r : ranges) nb += r.second;
-  const auto dtype = h.dtype();
-  LinearOperator op = [&](const torch::Tensor& u) {
-    auto full = torch::zeros({h.dim()}, u.options());
-    int64_t at = 0;
-    for (const auto& r : ranges) {
-      full.narrow(0, r.first, r.second).copy_(u.narrow(0, at, r.second));
-      at += r.second;
-    }
-    auto hv = h.hvp(full);
-    std::vector<torch::Tensor> parts;
-    for (const auto& r : ranges) parts.push_back(hv.narrow(0, r.first, r.second));
-    return torch::cat(parts);
-  };
-  auto s = lanczos_start(rademacher(nb, seed, dtype));
-  lanczos_continue(op, steps, s);
-  return tridiagonal_eigen(s.alpha, s.beta);
-}
-
 std::string csv_number(double x) {
   char buf[40];
   std::snprintf(buf, sizeof buf, "%.17g", x);
@@ -146,15 +124,6 @@ std::vector<std::string> HessianRunConfig::problems() const {
   if (save_every < 0) p.push_back("--save-every must be >= 0, got " + std::to_string(save_every));
   if (out.empty()) p.push_back("--out is required");
   return p;
-}
-
-std::string parameter_block(const std::string& name) {
-  static const std::regex layer(R"(^(encoder|decoder)\.layers\.(\d+)\.)");
-  std::smatch m;
-  if (std::regex_search(name, m, layer)) return m[1].str() + ".layers." + m[2].str();
-  if (name.find("embed_tokens") != std::string::npos || name.find("output_projection") != std::string::npos)
-    return "embeddings";
-  return "other";
 }
 
 nlohmann::json run_hessian(const FullDataHessian& h, const HessianRunConfig& c,
@@ -251,23 +220,15 @@ nlohmann::json run_hessian(const FullDataHessian& h, const HessianRunConfig& c,
   result["density_variance"] = density.variance;
 
   if (c.per_block) {
-    std::vector<std::string> order;
-    std::map<std::string, std::vector<std::pair<int64_t, int64_t>>> ranges;
-    for (size_t i = 0; i < h.params().size(); ++i) {
-      const auto block = parameter_block(h.params()[i].first);
-      if (!ranges.count(block)) order.push_back(block);
-      ranges[block].emplace_back(h.offset(i), h.params()[i].second.numel());
-    }
     std::string table = "block,params,lambda_max,lambda_min\n";
-    for (const auto& block : order) {
-      int64_t size = 0;
-      for (const auto& r : ranges[block]) size += r.second;
-      const auto e = block_spectrum(h, ranges[block], c.per_block_steps, c.seed);
-      say << "normlab hessian: block " << block << " (" << size << " parameters) lambda_max "
+    const LinearOperator hvp = [&](const torch::Tensor& v) { return h.hvp(v); };
+    for (const auto& block : parameter_blocks(h, parameter_block)) {
+      const auto e = block_spectrum(hvp, h.dim(), block, c.per_block_steps, c.seed, h.dtype());
+      say << "normlab hessian: block " << block.name << " (" << block.size << " parameters) lambda_max "
                 << e.nodes.back() << "\n";
-      table += block + "," + std::to_string(size) + "," + csv_number(e.nodes.back()) + "," +
+      table += block.name + "," + std::to_string(block.size) + "," + csv_number(e.nodes.back()) + "," +
                csv_number(e.nodes.front()) + "\n";
-      hvps += std::min(c.per_block_steps, size);
+      hvps += std::min(c.per_block_steps, block.size);
     }
     if (c.writes) core::write_file_atomic((out / "per_block.csv").string(), table);
   }

@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "analysis/hessian_blocks.h"
 #include "analysis/hvp.h"
 #include "analysis/slq.h"
 
@@ -37,10 +38,6 @@ struct HessianRunConfig {
   bool writes = true;             // write OUT and progress lines (rank 0 of a job; the others compute alike)
   std::vector<std::string> problems() const;
 };
-
-// Block of a parameter for --per-block: "encoder.layers.I", "decoder.layers.I", "embeddings"
-// (token tables and output projection) or "other" (final layer norms, ...).
-std::string parameter_block(const std::string& name);
 
 // Runs everything `config` asks for and writes the files. `resolved` (the caller's full
 // configuration: model, data, loss) is written into hessian.json and its hash guards

@@ -64,6 +64,9 @@ struct CurvatureConfig {
   int64_t steps = 10;      // Lanczos steps per measurement, warm-started from the last top Ritz vector
                            // (docs/performance.md: 32 x 8 gave 64 x 20's values to 0.3% at 1/4 of the cost)
   Preconditioner preconditioner = Preconditioner::kNext;  // for the Adam family
+  // Also lambda_1 of every sub-layer's diagonal Hessian block (hessian_blocks.h,
+  // sublayer_block): `steps` cold Lanczos steps per block, 40-60 blocks for 6+6 layers.
+  bool per_block = false;
   std::vector<std::string> problems() const;  // every problem, naming the option
 };
 

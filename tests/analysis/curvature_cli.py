@@ -6,6 +6,7 @@ series, bit for bit (the warm-start vectors are in the checkpoint), as an uninte
 `normlab probe --critical-lr` writes its table."""
 import csv
 import json
+import math
 import os
 import signal
 import subprocess
@@ -55,13 +56,21 @@ def main():
     check(strip(series(killed)) == strip(recs), "the resumed series differs from the uninterrupted one")
     # --curvature: the series at its default interval (500 updates: only update 0 in 3 updates).
     default = w("default")
-    cmd = argv(default) + ["--curvature"]
+    cmd = argv(default) + ["--curvature", "--curvature-per-block"]
     for option, value in (("--curvature-every", "0"), ("--max-steps", "3")):
         cmd[cmd.index(option) + 1] = value
     r = subprocess.run(cmd, capture_output=True, text=True)
     check(r.returncode == 0 and [x["step"] for x in series(default)] == [0] and
           json.load(open(os.path.join(default, "config.json")))["curvature"]["every"] == 500,
           f"--curvature: {r.stderr}")
+    # --curvature-per-block: lambda_1 of every sub-layer block of the 1+1-layer Post-LN model.
+    if r.returncode == 0:
+        blocks = series(default)[0].get("blocks", {})
+        layer = lambda stack, *names: {f"{stack}.layers.0.{n}" for n in names}
+        expected = ({"embeddings"} | layer("encoder", "self_attn.qk", "self_attn.vo", "ffn", "norms") |
+                    layer("decoder", "self_attn.qk", "self_attn.vo", "encoder_attn.qk", "encoder_attn.vo", "ffn", "norms"))
+        check(set(blocks) == expected and all(math.isfinite(v) for v in blocks.values()),
+              f"--curvature-per-block: {blocks}")
 
     # probe --critical-lr: one row per scheme, seed and optimiser; an lr_c inside the range.
     out = w("critical")

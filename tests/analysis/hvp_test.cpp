@@ -6,6 +6,7 @@
 
 #include <numeric>
 
+#include "analysis/hessian_blocks.h"
 #include "analysis/hessian_run.h"
 #include "analysis/hutchinson.h"
 #include "analysis/hvp.h"
@@ -165,6 +166,36 @@ TEST_F(TinyHessian, ParameterSubsetIsPrincipalSubmatrix) {
   auto v = torch::randn({sub.dim()}, torch::kFloat64);
   EXPECT_LT((sub.hvp(v) - block.mv(v)).abs().max().item<double>(), 1e-12 * block.abs().max().item<double>() * 10);
   EXPECT_THROW(tiny_hessian(2, "^no such parameter$"), std::invalid_argument);
+}
+
+// Every sub-layer block's extreme Ritz values, with as many Lanczos steps as coordinates,
+// against eigvalsh of the dense Hessian's principal submatrix on the block's coordinates.
+TEST_F(TinyHessian, SublayerBlocksMatchPrincipalSubmatrices) {
+  const LinearOperator hvp = [&](const torch::Tensor& v) { return hessian_->hvp(v); };
+  const auto blocks = parameter_blocks(*hessian_, sublayer_block);
+  EXPECT_GE(blocks.size(), 10u);
+  for (const auto& b : blocks) {
+    std::vector<torch::Tensor> index;
+    for (const auto& [offset, length] : b.ranges) index.push_back(torch::arange(offset, offset + length));
+    const auto rows = torch::cat(index);
+    const auto eig = torch::linalg_eigvalsh(matrix().index_select(0, rows).index_select(1, rows));
+    const auto e = block_spectrum(hvp, hessian_->dim(), b, b.size, 3, torch::kFloat64);
+    const double scale = eig.abs().max().item<double>() + 1e-12;
+    EXPECT_NEAR(e.nodes.back(), eig[-1].item<double>(), 1e-6 * scale) << b.name;
+    EXPECT_NEAR(e.nodes.front(), eig[0].item<double>(), 1e-6 * scale) << b.name;
+  }
+}
+
+TEST(HessianBlocks, SublayerNames) {
+  EXPECT_EQ(sublayer_block("encoder.layers.3.self_attn.q_proj.weight"), "encoder.layers.3.self_attn.qk");
+  EXPECT_EQ(sublayer_block("decoder.layers.0.encoder_attn.k_norm.bias"), "decoder.layers.0.encoder_attn.qk");
+  EXPECT_EQ(sublayer_block("decoder.layers.0.encoder_attn.out_proj.bias"), "decoder.layers.0.encoder_attn.vo");
+  EXPECT_EQ(sublayer_block("encoder.layers.1.fc2.weight"), "encoder.layers.1.ffn");
+  EXPECT_EQ(sublayer_block("encoder.layers.1.final_layer_norm.weight"), "encoder.layers.1.norms");
+  EXPECT_EQ(sublayer_block("encoder.layers.1.ffn_output_layer_norm.alpha"), "encoder.layers.1.norms");
+  EXPECT_EQ(sublayer_block("decoder.layers.2.self_attn_omega"), "decoder.layers.2.norms");
+  EXPECT_EQ(sublayer_block("encoder.embed_tokens.weight"), "embeddings");
+  EXPECT_EQ(sublayer_block("decoder.layer_norm.weight"), "other");
 }
 
 TEST(HessianBlocks, NamesFollowLayers) {
