@@ -32,6 +32,7 @@ Runner add_bpe_command(CLI::App& app, const GlobalOptions& global);
 Runner add_train_command(CLI::App& app, const GlobalOptions& global);
 Runner add_bleu_command(CLI::App& app, const GlobalOptions& global);
 Runner add_probe_command(CLI::App& app, const GlobalOptions& global);
+Runner add_advise_command(CLI::App& app, const GlobalOptions& global);
 Runner add_perturb_command(CLI::App& app, const GlobalOptions& global);
 Runner add_translate_command(CLI::App& app, const GlobalOptions& global);
 Runner add_evaluate_command(CLI::App& app, const GlobalOptions& global);

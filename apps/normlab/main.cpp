@@ -57,6 +57,7 @@ int main(int argc, char** argv) {
   add(app::add_train_command);
   add(app::add_bleu_command);
   add(app::add_probe_command);
+  add(app::add_advise_command);
   add(app::add_perturb_command);
   add(app::add_translate_command);
   add(app::add_evaluate_command);
