@@ -37,7 +37,7 @@ struct AdviseConfig {
   uint64_t seed = 1;
   double label_smoothing = 0.1;
   int64_t lanczos_steps = 20;          // for the curvature
-  double lr_lo = 1e-6, lr_hi = 1e3, lr_tol = 0.05;  // critical_lr's bracket and tolerance
+  double lr_lo = 1e-6, lr_hi = 1e3, lr_tol = 0.01;  // critical_lr's bracket and tolerance (probe's)
   std::string out;
 
   std::vector<std::string> problems() const;  // every problem, naming the option

@@ -84,6 +84,36 @@ def main():
           [(s, o) for s in ("post-ln", "pre-ln") for _ in range(2) for o in ("sgd", "adam")], f"rows: {rows}")
     check(all(x["bracketed"] == "1" and 1e-6 < float(x["lr_c"]) < 1e3 and float(x["curvature"]) > 0 for x in rows),
           f"every lr_c bracketed inside the range: {rows}")
+
+    # advise: the same model and random batches as probe --critical-lr's pre-ln (dropout off in
+    # both), so the same Adam lr_c per seed; the rule and the proposal from those numbers.
+    common = ["--scheme", "pre-ln", "--d-model", "16", "--ffn-dim", "32", "--heads", "2", "--encoder-layers", "1",
+              "--decoder-layers", "1", "--seeds", "2", "--batches", "1", "--vocab-size", "60"]
+    probe_lr_c = [float(x["lr_c"]) for x in rows if x["scheme"] == "pre-ln" and x["optimizer"] == "adam"]
+    for lr in ("1e-3", "10"):
+        out = w("advise" + lr)
+        r = subprocess.run([args.normlab, "--threads", "1", "advise", *common, "--optimizer", "adam", "--lr", lr,
+                            "--out", out], capture_output=True, text=True)
+        check(r.returncode == 0, f"advise failed: {r.stderr}")
+        if r.returncode != 0:
+            continue
+        a = json.load(open(os.path.join(out, "advise.json")))
+        lr_c = [x["lr_c"] for x in a["seeds"]]
+        median = sum(lr_c) / 2
+        ratio = sorted(x["curvature"] * float(lr) * 0.1 / 3.8 for x in a["seeds"])  # lambda / (38 / lr)
+        check(all(abs(x - y) <= 1e-9 * y for x, y in zip(lr_c, probe_lr_c)), f"advise lr_c {lr_c} vs probe's {probe_lr_c}")
+        check(abs(a["median_lr_c"] - median) <= 1e-12 * median and
+              abs(a["median_threshold_ratio"] - sum(ratio) / 2) <= 1e-9 * a["median_threshold_ratio"],
+              f"medians: {a}")
+        needs = float(lr) > median
+        init = median / 2 if needs else 0.0
+        steps = math.ceil((float(lr) - init) / (0.01 * init)) if needs else 0
+        check(a["needs_warmup"] == needs and abs(a["warmup_init_lr"] - init) <= 1e-12 * max(init, 1e-300) and
+              a["warmup_steps"] == steps and ("needs warm-up" if needs else "trains without warm-up") in r.stdout,
+              f"advise at lr {lr}: {a['needs_warmup']} {a['warmup_init_lr']} {a['warmup_steps']}; {r.stdout}")
+    r = subprocess.run([args.normlab, "advise", *common, "--lr", "-1", "--out", w("advise-bad")],
+                       capture_output=True, text=True)
+    check(r.returncode == 2 and "--lr must be > 0" in r.stderr, f"advise --lr -1: {r.returncode} {r.stderr}")
     return check.finish()
 
 
