@@ -13,7 +13,8 @@ fail), then `normlab report`, then checks that
 - claims whose rule Python can evaluate from the files get the verdict Python gives (Fig. 3's
   gradient growth, the Hessian report's lambda_max comparison, the perturb growth ratios).
 ctest (`recipe.paper_recipes_smoke`) runs every paper recipe: xiong_fig2, xiong_fig3, xiong_fig4,
-huang_table1, huang_fig2_3, huang_fig3c, huang_fig4b, schemes, schemes_2025 and hessian_report."""
+huang_table1, huang_fig2_3, huang_fig3c, huang_fig4b, schemes, schemes_2025, hessian_report and
+advise_grid (with scripts/advise_confusion.py's table against the cells' own files)."""
 import csv
 import json
 import math
@@ -44,6 +45,7 @@ FIGURES = {
     "hessian_report": {"hessian-density", "hessian-blocks"},
     "huang_table1": {"valid-loss", "train-loss"},
     "schemes": {"valid-loss", "train-loss", "perturb-perturb_delta=sign", "perturb-perturb_delta=adam"},
+    "advise_grid": {"valid-loss", "train-loss"},
     "schemes_2025": {"valid-loss", "train-loss", "grad-norms-probe", "hidden-norms-probe",
                      "ln-inputs-encoder-warm_scheme=peri-ln", "ln-inputs-encoder-warm_scheme=pre-ln"},
 }
@@ -212,6 +214,29 @@ def main():
             text = next(c["text"] for c in claims if "more than Admin" in c["text"])
             if abs(post - admin) > 0.1:
                 check(verdicts[text] == verdict(post > admin), f"perturb claim: {post} vs {admin}")
+        if name == "advise_grid":
+            # scripts/advise_confusion.py: one row per advise cell, its prediction the cell's, its
+            # truth from the training cells' own metrics.jsonl (last validation record).
+            script = os.path.join(os.path.dirname(args.recipes), "scripts", "advise_confusion.py")
+            r = subprocess.run([sys.executable, script, out], capture_output=True, text=True, timeout=60)
+            check(r.returncode == 0, f"advise_confusion.py: {r.stderr[-400:]}")
+            table = rows(os.path.join(out, "advise_grid.csv")) if r.returncode == 0 else []
+            advise_cells = [c for c in cells if c.startswith("advise_")]
+            check(len(table) == len(advise_cells), f"advise_grid.csv rows {len(table)} for {len(advise_cells)} cells")
+
+            def valid(c):
+                recs = [json.loads(l) for l in open(os.path.join(cell(c), "metrics.jsonl"))]
+                v = [x["valid_loss"] for x in recs if "valid_loss" in x]
+                return v[-1] if v and v[-1] is not None else math.inf
+            for t in table:
+                a = json.load(open(os.path.join(cell(f"advise_lr={t['lr']}_scheme={t['scheme']}"), "advise.json")))
+                seeds = sorted({c.rsplit("seed=", 1)[1] for c in cells
+                                if c.startswith(f"nowarm_lr={t['lr']}_scheme={t['scheme']}_seed=")})
+                worse = sum(valid(f"nowarm_lr={t['lr']}_scheme={t['scheme']}_seed={s}") >
+                            valid(f"warm_lr={t['lr']}_scheme={t['scheme']}_seed={s}") + 0.1 for s in seeds)
+                check(int(t["predicted"]) == int(a["needs_warmup"]) and int(t["truth"]) == int(2 * worse >= len(seeds))
+                      and int(t["seeds_worse_without"]) == worse, f"advise_grid row {t}")
+
         if name == "schemes_2025":
             # Mix-LN's last/first-layer gradient ratio between Post-LN's and Pre-LN's, from grad_norms.csv.
             g = {(x["scheme"], x["param"]): float(x["expected_grad_norm_mean"])
