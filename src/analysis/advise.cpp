@@ -95,19 +95,14 @@ nlohmann::json run_advise(const AdviseConfig& c) {
     // Dropout off (FullDataHessian sets eval mode), the training loss.
     FullDataHessian h(net, std::move(batches), LossOptions{c.label_smoothing}, ".*", torch::kCPU);
     const auto gradient = h.gradient().first.clone();
-    std::vector<torch::Tensor> grads;
-    for (size_t i = 0; i < h.params().size(); ++i)
-      grads.push_back(gradient.narrow(0, h.offset(i), h.params()[i].second.numel()).view(h.params()[i].second.sizes()));
+    const auto grads = parameter_views(h, gradient);
     const LinearOperator hvp = [&](const torch::Tensor& v) { return h.hvp(v); };
-    double curvature = 0.0;
-    if (preconditioned(c.optimizer)) {
-      const auto d = adam_preconditioner(train::Optimizer(h.params(), c.optimizer), h, train::Preconditioner::kNext,
-                                         gradient).rsqrt();
-      const LinearOperator scaled = [&](const torch::Tensor& v) { return d * h.hvp(d * v); };
-      curvature = largest_eigenvalue(scaled, rademacher(h.dim(), seed + 1, h.dtype()), c.lanczos_steps).value;
-    } else {
-      curvature = largest_eigenvalue(hvp, rademacher(h.dim(), seed, h.dtype()), c.lanczos_steps).value;
-    }
+    // The start vectors of probe --critical-lr's (seed for lambda_1(H), seed + 1 for P^-1 H).
+    const double curvature =
+        preconditioned(c.optimizer)
+            ? first_step_preconditioned_sharpness(h, c.optimizer, gradient, rademacher(h.dim(), seed + 1, h.dtype()),
+                                                  c.lanczos_steps)
+            : largest_eigenvalue(hvp, rademacher(h.dim(), seed, h.dtype()), c.lanczos_steps).value;
     const auto r = critical_lr(h.params(), grads, c.optimizer, [&] { return h.loss(); }, c.lr_lo, c.lr_hi, c.lr_tol);
     const double ratio = curvature / stability_threshold(c.optimizer, c.lr);
     const double enc = gradient_ratio(h, gradient, "encoder", m.encoder_layers - 1);

@@ -126,6 +126,25 @@ TopRitz largest_eigenvalue(const LinearOperator& op, const torch::Tensor& start,
   return top_ritz(state);
 }
 
+std::vector<torch::Tensor> parameter_views(const FullDataHessian& h, const torch::Tensor& flat) {
+  std::vector<torch::Tensor> out;
+  for (size_t i = 0; i < h.params().size(); ++i) {
+    const auto& p = h.params()[i].second;
+    out.push_back(flat.narrow(0, h.offset(i), p.numel()).view(p.sizes()));
+  }
+  return out;
+}
+
+double first_step_preconditioned_sharpness(const FullDataHessian& h, const train::OptimizerConfig& optimizer,
+                                           const torch::Tensor& gradient, const torch::Tensor& start,
+                                           int64_t steps) {
+  // lambda_1(P^-1 H) = lambda_1(P^-1/2 H P^-1/2), a symmetric operator (REFERENCE §9).
+  const auto d = adam_preconditioner(train::Optimizer(h.params(), optimizer), h, train::Preconditioner::kNext,
+                                     gradient).rsqrt();
+  const LinearOperator scaled = [&](const torch::Tensor& v) { return d * h.hvp(d * v); };
+  return largest_eigenvalue(scaled, start, steps).value;
+}
+
 CurvatureSeries::CurvatureSeries(const train::CurvatureConfig& config, model::Seq2Seq net,
                                  std::vector<data::Batch> probe, const LossOptions& loss,
                                  const torch::Device& device, std::string file, int64_t done_updates, bool writes,

@@ -38,6 +38,16 @@ torch::Tensor adam_preconditioner(const train::Optimizer& optimizer, const FullD
 // lambda_1 of `op` by `steps` Lanczos steps from `start` (n), with its Ritz vector.
 TopRitz largest_eigenvalue(const LinearOperator& op, const torch::Tensor& start, int64_t steps);
 
+// `flat` (n) in `hessian`'s layout as one view per parameter, shaped like it.
+std::vector<torch::Tensor> parameter_views(const FullDataHessian& hessian, const torch::Tensor& flat);
+
+// lambda_1(P^-1 H) before the first step of the Adam-family `optimizer` (fresh state): P of that
+// step (kNext, from `gradient`, the probe set's), by `steps` Lanczos steps on P^-1/2 H P^-1/2
+// from `start`.
+double first_step_preconditioned_sharpness(const FullDataHessian& hessian, const train::OptimizerConfig& optimizer,
+                                           const torch::Tensor& gradient, const torch::Tensor& start,
+                                           int64_t steps);
+
 // The critical learning rate (Kalra & Barkeshli 2024, REFERENCE §9): the smallest lr in
 // [lo, hi] whose first step of `optimizer` (fresh state) from `params`, with the gradients
 // `grads` (parallel to params), increases `loss()` (a NaN counts as an increase); by bisection

@@ -460,16 +460,12 @@ void write_critical_lr(const ProbeConfig& c, const nlohmann::json& config_json, 
       auto net = fresh_model(c, m, seed, {batches.front(), {}, {}});
       FullDataHessian h(net, std::move(batches), LossOptions{c.label_smoothing}, ".*", torch::kCPU);
       const auto gradient = h.gradient().first.clone();
-      std::vector<torch::Tensor> grads;
-      for (size_t i = 0; i < h.params().size(); ++i)
-        grads.push_back(gradient.narrow(0, h.offset(i), h.params()[i].second.numel()).view(h.params()[i].second.sizes()));
+      const auto grads = parameter_views(h, gradient);
       const auto loss = [&] { return h.loss(); };
       const LinearOperator hvp = [&](const torch::Tensor& v) { return h.hvp(v); };
       const double sharpness = largest_eigenvalue(hvp, rademacher(h.dim(), seed, h.dtype()), c.lanczos_steps).value;
-      const auto d = adam_preconditioner(train::Optimizer(h.params(), adam), h, train::Preconditioner::kNext, gradient)
-                         .rsqrt();
-      const LinearOperator scaled = [&](const torch::Tensor& v) { return d * h.hvp(d * v); };
-      const double pre = largest_eigenvalue(scaled, rademacher(h.dim(), seed + 1, h.dtype()), c.lanczos_steps).value;
+      const double pre = first_step_preconditioned_sharpness(h, adam, gradient, rademacher(h.dim(), seed + 1, h.dtype()),
+                                                             c.lanczos_steps);
       for (const auto& [name, oc, curvature] : {std::make_tuple("sgd", sgd, sharpness), std::make_tuple("adam", adam, pre)}) {
         const auto r = critical_lr(h.params(), grads, oc, loss, c.critical_lr_lo, c.critical_lr_hi, c.critical_lr_tol);
         const double bound = stability_threshold(oc, 1.0) / curvature;  // the lr whose threshold is `curvature`
