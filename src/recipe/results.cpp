@@ -1,6 +1,7 @@
 #include "recipe/results.h"
 
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -117,6 +118,41 @@ int CsvTable::column(const std::string& name) const {
   for (size_t i = 0; i < columns.size(); ++i)
     if (columns[i] == name) return static_cast<int>(i);
   return -1;
+}
+
+CsvTable read_table(const std::string& path) {
+  const std::string suffix = ".jsonl";
+  if (path.size() < suffix.size() || path.compare(path.size() - suffix.size(), suffix.size(), suffix) != 0)
+    return read_csv(path);
+  CsvTable t;
+  std::vector<nlohmann::json> records;
+  std::ifstream in(path);
+  std::string line;
+  for (int64_t n = 1; std::getline(in, line); ++n) {
+    if (line.empty()) continue;
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (!j.is_object()) throw std::runtime_error(path + ":" + std::to_string(n) + ": not a JSON object");
+    for (const auto& [key, value] : j.items())
+      if (!value.is_structured() && t.column(key) < 0) t.columns.push_back(key);
+    records.push_back(std::move(j));
+  }
+  for (const auto& j : records) {
+    std::vector<std::string> row;
+    for (const auto& key : t.columns) {
+      const auto it = j.find(key);
+      if (it == j.end() || it->is_null()) {
+        row.emplace_back();
+      } else if (it->is_number()) {
+        char buf[40];
+        std::snprintf(buf, sizeof buf, "%.17g", it->get<double>());
+        row.emplace_back(buf);
+      } else {
+        row.push_back(it->is_string() ? it->get<std::string>() : it->dump());
+      }
+    }
+    t.rows.push_back(std::move(row));
+  }
+  return t;
 }
 
 CsvTable read_csv(const std::string& path) {

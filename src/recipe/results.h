@@ -52,5 +52,10 @@ struct CsvTable {
 
 // Throws std::runtime_error "FILE:LINE: ..." for a row whose field count differs from the header.
 CsvTable read_csv(const std::string& path);
+// read_csv, or for a FILE.jsonl (one JSON object a line, e.g. curvature.jsonl) the same table:
+// a column per scalar key in the order first seen, numbers as %.17g, null or absent as "";
+// nested values are left out. Throws std::runtime_error "FILE:LINE: ..." for a line that is
+// not a JSON object.
+CsvTable read_table(const std::string& path);
 
 }  // namespace normlab::recipe

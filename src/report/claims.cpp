@@ -308,7 +308,7 @@ class Rule {
     if (kind == "csv") {
       const std::string path = c.dir + "/" + args[0];
       if (!std::filesystem::exists(path)) return "no " + args[0];
-      const auto table = recipe::read_csv(path);
+      const auto table = recipe::read_table(path);  // CSV, or JSON lines (curvature.jsonl)
       const int col = table.column(args[1]);
       if (col < 0) return args[0] + " has no column " + args[1];
       std::vector<std::pair<int, std::string>> filter;
@@ -327,7 +327,11 @@ class Rule {
       for (const auto& row : table.rows) {
         bool keep = true;
         for (const auto& [fc, v] : filter) keep = keep && row[fc] == v;
-        if (keep) xs.push_back(std::stod(row[col]));
+        if (!keep || row[col].empty()) continue;  // empty: no value (a JSON null)
+        char* end = nullptr;
+        const double v = std::strtod(row[col].c_str(), &end);
+        if (!end || *end != '\0') return args[0] + ": " + args[1] + " '" + row[col] + "' is not a number";
+        xs.push_back(v);
       }
       if (xs.empty()) return args[0] + ": no row matches";
       const std::string& agg = args[2];

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -27,7 +28,7 @@ using recipe::CsvTable;
 // The result files a folder may hold; a folder with none of them is not a result folder.
 const char* const kResultFiles[] = {"metrics.jsonl", "grad_norms.csv", "hidden_norms.csv", "sweep.csv",
                                     "trace/histograms.csv", "trace/ln_inputs.csv", "perturb.csv", "density.csv",
-                                    "per_block.csv", "evaluate.json"};
+                                    "per_block.csv", "evaluate.json", "curvature.jsonl"};
 
 // One folder given to the report: a recipe run (run.json + cells/) or a single result folder.
 struct Source {
@@ -364,6 +365,35 @@ void trace_figures(const Source& s, const std::string& fig_dir, std::vector<Figu
   }
 }
 
+// ---- curvature: sharpness and its stability threshold over updates (docs/curvature.md) ----
+void curvature_figures(const Source& s, const std::string& fig_dir, std::vector<FigureRef>& out) {
+  for (const auto& c : s.cells) {
+    if (!has(c, "curvature.jsonl")) continue;
+    const std::string path = c.dir + "/curvature.jsonl";
+    const auto t = recipe::read_table(path);
+    LineFigure f = line_figure(s.prefix + "curvature-" + c.name, c.name + ": sharpness against the stability threshold",
+                               "update", "eigenvalue", /*logy=*/true);
+    const int step = t.column("step");
+    // Each quantity beside the threshold that applies to it (dashed); thresholds at lr 0 are null.
+    for (const auto& [column, title, dashed] :
+         {std::make_tuple("preconditioned_lambda_max", "lambda_1(P^-1 H)", false),
+          std::make_tuple("adam_threshold", "Adam threshold (2+2b1)/((1-b1) lr)", true),
+          std::make_tuple("lambda_max", "lambda_1(H)", false), std::make_tuple("sgd_threshold", "2/lr", true)}) {
+      const int col = t.column(column);
+      if (col < 0 || step < 0) continue;
+      Series line = series(title, dashed);
+      for (const auto& row : t.rows) {
+        const double x = to_double(row[step]), y = to_double(row[col]);
+        if (std::isfinite(x) && std::isfinite(y) && y > 0) line.points.emplace_back(x, y);
+      }
+      if (!line.points.empty()) f.series.push_back(line);
+    }
+    if (!f.series.empty() && draw(f, fig_dir))
+      out.push_back({"curvature", f.name, "Sharpness and Adam's preconditioned sharpness against their stability "
+                                          "thresholds over updates (" + c.name + ", curvature.jsonl)"});
+  }
+}
+
 // ---- perturb: output change against depth ----
 void perturb_figures(const Source& s, const std::string& fig_dir, std::vector<FigureRef>& out, std::string& tables) {
   for (const auto& c : s.cells) {
@@ -531,6 +561,7 @@ ReportSummary write_report(const ReportOptions& options) {
     evaluate_table(s, tables);
     trace_figures(s, fig_dir, figures);
     perturb_figures(s, fig_dir, figures, tables);
+    curvature_figures(s, fig_dir, figures);
     hessian_figures(s, fig_dir, figures, tables);
     if (!tables.empty()) md += "\n### Measurements\n" + tables;
     if (!figures.empty()) md += "\n### Figures\n";

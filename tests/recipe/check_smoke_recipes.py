@@ -14,7 +14,7 @@ fail), then `normlab report`, then checks that
   gradient growth, the Hessian report's lambda_max comparison, the perturb growth ratios).
 ctest (`recipe.paper_recipes_smoke`) runs every paper recipe: xiong_fig2, xiong_fig3, xiong_fig4,
 huang_table1, huang_fig2_3, huang_fig3c, huang_fig4b, schemes, schemes_2025, hessian_report and
-advise_grid (with scripts/advise_confusion.py's table against the cells' own files)."""
+advise_grid (with scripts/advise_confusion.py's table against the cells' own files) and sharpness."""
 import csv
 import json
 import math
@@ -46,6 +46,8 @@ FIGURES = {
     "huang_table1": {"valid-loss", "train-loss"},
     "schemes": {"valid-loss", "train-loss", "perturb-perturb_delta=sign", "perturb-perturb_delta=adam"},
     "advise_grid": {"valid-loss", "train-loss"},
+    "sharpness": {"valid-loss", "train-loss", "curvature-post-ln-nowarm", "curvature-post-ln-warm",
+                  "curvature-pre-ln-nowarm", "curvature-t-fixup-nowarm", "curvature-admin-nowarm"},
     "schemes_2025": {"valid-loss", "train-loss", "grad-norms-probe", "hidden-norms-probe",
                      "ln-inputs-encoder-warm_scheme=peri-ln", "ln-inputs-encoder-warm_scheme=pre-ln"},
 }
@@ -236,6 +238,18 @@ def main():
                             valid(f"warm_lr={t['lr']}_scheme={t['scheme']}_seed={s}") + 0.1 for s in seeds)
                 check(int(t["predicted"]) == int(a["needs_warmup"]) and int(t["truth"]) == int(2 * worse >= len(seeds))
                       and int(t["seeds_worse_without"]) == worse, f"advise_grid row {t}")
+
+        if name == "sharpness":
+            # The claims on curvature.jsonl, read here as JSON lines (the report reads them as a table).
+            def max_ratio(c):
+                r = [json.loads(l).get("ratio") for l in open(os.path.join(cell(c), "curvature.jsonl"))]
+                return max(x for x in r if x is not None)
+            a = max_ratio("post-ln-nowarm")
+            if abs(a - 1) > 0.05:
+                check(verdicts[claims[0]["text"]] == verdict(a > 1), f"sharpness claim 1: max ratio {a}")
+            b = max_ratio("post-ln-warm")
+            if abs(b - 1) > 0.1:
+                check(verdicts[claims[1]["text"]] == verdict(b <= 1), f"sharpness claim 2: max ratio {b}")
 
         if name == "schemes_2025":
             # Mix-LN's last/first-layer gradient ratio between Post-LN's and Pre-LN's, from grad_norms.csv.
