@@ -229,12 +229,20 @@ Recipe load_recipe(const std::string& path, Scale scale) {
   std::set<std::string> names, used_lists;
   for (auto&& node : *cells->as_array()) {
     const auto* ct = table_at(path, node, "[[cells]]");
-    check_keys(path, *ct, {"name", "command", "options", "grid", "scale"}, "[[cells]]");
+    check_keys(path, *ct, {"name", "command", "options", "grid", "scale", "ranks"}, "[[cells]]");
     const int64_t line = line_of(node);
     if (!ct->contains("name")) fail(path, line, "[[cells]] needs a name");
     const std::string base = string_at(path, *ct->get("name"), "name");
     if (!valid_name(base)) fail(path, line_of(*ct->get("name")), "cell name '" + base + "': use letters, digits, . _ - = +");
     const std::string command = ct->contains("command") ? string_at(path, *ct->get("command"), "command") : "train";
+    int64_t ranks = 1;
+    if (auto n = ct->get("ranks")) {
+      const auto value = n->value<int64_t>();
+      if (!value || *value < 1 || *value > 64) fail(path, line_of(*n), "ranks must be an integer in 1..64");
+      if (command != "train" && command != "hessian")
+        fail(path, line_of(*n), "ranks: only train and hessian cells run as several processes, not " + command);
+      ranks = *value;
+    }
 
     std::map<std::string, Value> options;
     if (defaults.count(command)) options = defaults[command].scalars;
@@ -268,6 +276,7 @@ Recipe load_recipe(const std::string& path, Scale scale) {
     while (true) {
       Cell cell;
       cell.command = command;
+      cell.ranks = ranks;
       cell.line = line;
       cell.name = base;
       std::map<std::string, Value> all = options;

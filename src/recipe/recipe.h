@@ -29,6 +29,7 @@ struct Cell {
   std::string command;  // normlab subcommand (train, probe, hessian, perturb, evaluate, ...)
   std::vector<CellOption> options;                          // sorted by key, one per key
   std::vector<std::pair<std::string, std::string>> grid;   // this cell's grid point, in order
+  int64_t ranks = 1;    // processes, launched as torchrun --standalone would (train, hessian)
   int64_t line = 0;     // the [[cells]] table
 };
 

@@ -1,7 +1,10 @@
 #include "recipe/runner.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -96,7 +99,8 @@ std::string join_args(const std::vector<std::string>& args) {
 // Starts `argv` with stdout/stderr appended to `log`, in `dir`; returns its pid. The child
 // dies with this process (PR_SET_PDEATHSIG), so a killed run leaves no orphan writing into the
 // cell folder.
-pid_t start_process(const std::vector<std::string>& argv, const std::string& dir, const std::string& log) {
+pid_t start_process(const std::vector<std::string>& argv, const std::string& dir, const std::string& log,
+                    const std::vector<std::pair<std::string, std::string>>& env = {}) {
   const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0) throw std::runtime_error("cannot write " + log + ": " + std::strerror(errno));
   const std::string header = "# " + join_args(argv) + "\n";
@@ -116,11 +120,28 @@ pid_t start_process(const std::vector<std::string>& argv, const std::string& dir
     ::dup2(fd, 1);
     ::dup2(fd, 2);
     if (::chdir(dir.c_str()) != 0) ::_exit(126);
+    for (const auto& [key, value] : env) ::setenv(key.c_str(), value.c_str(), 1);
     ::execv(cargv[0], cargv.data());
     ::_exit(127);
   }
   ::close(fd);
   return pid;
+}
+
+// A TCP port on 127.0.0.1 that was free a moment ago (the kernel's pick for port 0), for a
+// cell's c10d store; the next cell to need one gets another.
+std::string free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) throw std::runtime_error(std::string("socket failed: ") + std::strerror(errno));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t size = sizeof addr;
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &size) == 0;
+  ::close(fd);
+  if (!ok) throw std::runtime_error(std::string("no free port: ") + std::strerror(errno));
+  return std::to_string(ntohs(addr.sin_port));
 }
 
 // The exit code of a finished child, or -1 while it runs (128 + signal when killed).
@@ -311,7 +332,8 @@ std::vector<CellResult> run_recipe(const Recipe& recipe, const RunOptions& o, co
 
   struct Running {
     size_t cell;
-    pid_t pid;
+    std::vector<pid_t> pids;           // one per rank
+    std::vector<int> codes;            // exit codes, -1 while running
     std::unique_ptr<core::DirLock> lock;
     std::chrono::steady_clock::time_point start;
     double start_time;                 // seconds since the Unix epoch
@@ -356,7 +378,9 @@ std::vector<CellResult> run_recipe(const Recipe& recipe, const RunOptions& o, co
     std::vector<std::string> globals;
     const bool own_threads = std::any_of(cell.options.begin(), cell.options.end(),
                                          [](const CellOption& opt) { return opt.key == "threads"; });
-    if (!own_threads) globals = {"--threads", cell_threads};
+    // A cell of several ranks shares its threads between them (as torchrun's OMP_NUM_THREADS).
+    const int ranks = static_cast<int>(cell.ranks);
+    if (!own_threads) globals = {"--threads", std::to_string(std::max(1, std::stoi(cell_threads) / ranks))};
     globals.insert(globals.end(), o.cell_globals.begin(), o.cell_globals.end());
     std::vector<std::string> argv = {o.executable};
     argv.insert(argv.end(), argvs[i].begin(), argvs[i].end());
@@ -364,7 +388,22 @@ std::vector<CellResult> run_recipe(const Recipe& recipe, const RunOptions& o, co
     std::cerr << "run: " << tag(i) << ": " << join_args(argvs[i]) << "\n";
     const double start_time = unix_time();
     const auto t0 = std::chrono::steady_clock::now();
-    running.push_back({i, start_process(argv, dir, dir + "/cell.log"), std::move(lock), t0, start_time, globals});
+    std::vector<pid_t> pids;
+    if (ranks == 1) {
+      pids.push_back(start_process(argv, dir, dir + "/cell.log"));
+    } else {
+      // torchrun --standalone's environment for each rank (docs/distributed.md); rank 0 logs to
+      // cell.log, rank r to cell.rank<r>.log.
+      const std::string port = free_port(), world = std::to_string(ranks);
+      for (int r = 0; r < ranks; ++r) {
+        const std::vector<std::pair<std::string, std::string>> env = {
+            {"RANK", std::to_string(r)}, {"LOCAL_RANK", std::to_string(r)}, {"WORLD_SIZE", world},
+            {"LOCAL_WORLD_SIZE", world}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", port}};
+        pids.push_back(start_process(argv, dir, dir + (r == 0 ? "/cell.log" : "/cell.rank" + std::to_string(r) + ".log"),
+                                     env));
+      }
+    }
+    running.push_back({i, pids, std::vector<int>(pids.size(), -1), std::move(lock), t0, start_time, globals});
   };
   auto finish = [&](const Running& r, int code) {
     const Cell& cell = recipe.cells[r.cell];
@@ -377,7 +416,7 @@ std::vector<CellResult> run_recipe(const Recipe& recipe, const RunOptions& o, co
     nlohmann::json grid = nlohmann::json::object();
     for (const auto& [k, v] : cell.grid) grid[k] = v;
     const nlohmann::json record = {{"name", cell.name}, {"command", cell.command}, {"argv", argvs[r.cell]},
-                                   {"globals", r.globals}, {"grid", grid}, {"exit_code", code},
+                                   {"globals", r.globals}, {"grid", grid}, {"ranks", cell.ranks}, {"exit_code", code},
                                    {"status", status}, {"wall_s", wall}, {"start_time", r.start_time},
                                    {"end_time", unix_time()}};
     core::write_file_atomic(dir + "/cell.json", record.dump(1) + "\n");
@@ -404,11 +443,16 @@ std::vector<CellResult> run_recipe(const Recipe& recipe, const RunOptions& o, co
                   << " (run again once it has)\n";
     }
     for (auto it = running.begin(); it != running.end();) {
-      const int code = poll_process(it->pid);
-      if (code < 0) {
+      for (size_t r = 0; r < it->pids.size(); ++r)
+        if (it->codes[r] < 0) it->codes[r] = poll_process(it->pids[r]);
+      if (std::any_of(it->codes.begin(), it->codes.end(), [](int c) { return c < 0; })) {
         ++it;
         continue;
       }
+      // Rank 0's exit code, else the first other rank's that is not 0 (a lost rank ends the others).
+      int code = it->codes[0];
+      for (int c : it->codes)
+        if (code == 0 && c != 0) code = c;
       finish(*it, code);
       it = running.erase(it);  // lets go of the cell's lock, after its cell.json
       changed = true;

@@ -15,7 +15,12 @@ on) and an `evaluate` cell that reads the second cell's checkpoint, so that it m
    summary.csv has "not run" rows for the others and `normlab report` still reads the cells that
    ran. Then --shard 2/2 while this test holds one of its cells' lock (DIR/locks/NAME/.lock): that
    cell is skipped with a line saying so, the other runs, exit 0.
-4. --dry-run --shard 2/2 lists exactly the shard's cells."""
+4. --dry-run --shard 2/2 lists exactly the shard's cells.
+5. A `ranks = 2` cell (two processes with torchrun's environment, docs/distributed.md) against a
+   1-rank cell with update-freq 2 over the same batches, dropout 0, one thread per process (the
+   runner gives each of the 2 ranks half of --threads 2): parameters and optimiser
+   state bit-identical (the sum of two gradients is the same in either order), the same records
+   but for timings; rank 1 logs to cell.rank1.log; cell.json says ranks 2."""
 import csv
 import fcntl
 import json
@@ -181,6 +186,27 @@ def main():
     r = subprocess.run(run(w("dry"), "--shard", "2/2", "--dry-run"), capture_output=True, text=True)
     check(r.returncode == 0 and [l.split("\t")[0] for l in r.stdout.splitlines()] == [CELLS[1], CELLS[3]],
           f"--dry-run --shard 2/2: {r.stdout!r} {r.stderr!r}")
+
+    # 5. ranks = 2 against update-freq 2
+    ranked = w("ranks")
+    os.makedirs(ranked, exist_ok=True)
+    recipe = RECIPE.split("[[cells]]")[0].replace("dropout = 0.1", "dropout = 0.0") + \
+        '[[cells]]\nname = "two"\nranks = 2\n\n[[cells]]\nname = "one"\noptions = { update-freq = 2, threads = 1 }\n'
+    path = os.path.join(ranked, "ranks.toml")
+    open(path, "w").write(recipe)
+    r = subprocess.run([args.normlab, "run", path, "--out", os.path.join(ranked, "out"), "--threads", "2"],
+                       capture_output=True, text=True, timeout=300)
+    check(r.returncode == 0, f"ranks recipe: {r.stderr[-1500:]}")
+    if r.returncode == 0:
+        out = os.path.join(ranked, "out")
+        (ta, pa), (tb, pb) = checkpoint(out, "two"), checkpoint(out, "one")
+        shared = [k for k in ta if k in tb and not k.startswith("rng/")]
+        check(len(shared) > 20 and all(torch.equal(ta[k], tb[k]) for k in shared),
+              f"ranks 2 vs update-freq 2: {[k for k in shared if not torch.equal(ta[k], tb[k])][:5]}")
+        strip = lambda rs: [{k: v for k, v in x.items() if k not in ("sync_s",)} for x in rs]
+        check(strip(records(out, "two")) == strip(records(out, "one")), "ranks 2 vs update-freq 2: metrics.jsonl")
+        check(cell_json(out, "two")["ranks"] == 2 and
+              os.path.exists(os.path.join(out, "cells", "two", "cell.rank1.log")), "cell.json ranks, rank 1's log")
 
     return check.finish(f"--jobs 1 {t1:.1f} s, --jobs 2 {t2:.1f} s, all {time.time() - begin:.1f} s")
 
