@@ -63,6 +63,7 @@ Runner add_train_command(CLI::App& app, const GlobalOptions& global) {
     std::string adam_init_v = "zero", preconditioner = "next";
     bool curvature = false;  // --curvature: the series at CurvatureConfig::kDefaultEvery
     std::string precision = "fp32";
+    std::string init_from;  // --init-from CKPT
     DistCliOptions dist;
   };
   auto o = std::make_shared<Options>();
@@ -87,7 +88,20 @@ Runner add_train_command(CLI::App& app, const GlobalOptions& global) {
       ->capture_default_str()->group(data);
   cmd->add_option("--update-freq", c.update_freq, "batches accumulated per update")
       ->capture_default_str()->group(data);
+  cmd->add_option("--max-pairs", c.max_pairs, "train on the first N pairs of --train only (0: all)")
+      ->capture_default_str()->group(data);
   o->model.add_to(*cmd, /*with_vocab_size=*/false);
+  const std::string grow = "A trained model with layers added (docs/training.md)";
+  cmd->add_option("--init-from", o->init_from,
+                  "start from this normlab checkpoint (its model and vocabulary; no other model flag but --init)")
+      ->group(grow);
+  cmd->add_option("--add-encoder-layers", c.init_from.added.encoder, "layers put on top of its encoder")
+      ->capture_default_str()->group(grow);
+  cmd->add_option("--add-decoder-layers", c.init_from.added.decoder, "layers put on top of its decoder")
+      ->capture_default_str()->group(grow);
+  cmd->add_option("--pretrained-lr-scale", c.init_from.pretrained_lr_scale,
+                  "the checkpoint's parameters train at this multiple of --lr (0: frozen)")
+      ->capture_default_str()->group(grow);
   add_precision_option(*cmd, o->precision);
 
   cmd->add_option("--optimizer", o->optimizer, "sgd|adam|adamw|radam")->capture_default_str()->group(opt);
@@ -181,8 +195,26 @@ Runner add_train_command(CLI::App& app, const GlobalOptions& global) {
   add_beam_options(*cmd, o->beam, /*translate=*/false, ev);
   add_dist_options(*cmd, o->dist);
 
-  return [o, &global] {
+  return [o, &global, cmd] {
     auto& c = o->config;
+    c.init_from.checkpoint = o->init_from;
+    const auto& init = o->model.init_name();
+    if (!o->init_from.empty()) {
+      // The model and its vocabulary are the checkpoint's: a model flag would be ignored.
+      std::string ignored;
+      for (const auto* option : cmd->get_options())
+        if (option->count() > 0 && option->get_name() != "--init" &&
+            (option->get_group() == "Model" || option->get_name() == "--vocab-size"))
+          ignored += (ignored.empty() ? "" : ", ") + option->get_name();
+      if (!ignored.empty())
+        throw std::invalid_argument(ignored + ": the model and its vocabulary come from --init-from " + o->init_from +
+                                    "; drop them");
+      c.init_from.added.init = model::parse_added_layer_init(init.empty() ? "xavier" : init);
+    } else if (init == "dt-fixup") {
+      c.init_from.added.init = model::AddedLayerInit::kDtFixup;  // refused by problems(), saying why
+    } else {
+      c.model = o->model.resolve(/*vocab_from_data=*/true);
+    }
     c.optimizer.kind = train::parse_optimizer_kind(o->optimizer);
     c.optimizer.betas = train::parse_betas(o->betas);
     c.optimizer.radam_fallback = train::parse_radam_fallback(o->radam_fallback);
@@ -193,7 +225,6 @@ Runner add_train_command(CLI::App& app, const GlobalOptions& global) {
     c.schedule.max_steps = c.max_steps;
     c.ls_formula = train::parse_label_smoothing_formula(o->ls_formula);
     c.best_metric = train::parse_best_metric(o->best_metric);
-    c.model = o->model.resolve(/*vocab_from_data=*/true);
     c.precision = model::parse_precision(o->precision);
     ValidationBleu bleu(o->beam, c.batching.max_tokens > 0 ? c.batching.max_tokens : 4096);
     train::TrainHooks hooks;

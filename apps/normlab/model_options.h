@@ -23,6 +23,7 @@ class ModelOptions {
   // With `vocab_from_data` the vocabulary sizes are left 0 for the caller to fill in.
   model::ModelConfig resolve(bool vocab_from_data = false) const;
   const std::string& scheme_name() const { return scheme_; }  // --scheme as given
+  const std::string& init_name() const { return init_; }      // --init as given (may be empty)
   // The explicit scheme flags, for commands that build several named schemes (--schemes).
   // Throws std::invalid_argument for an unknown value.
   model::SchemeOverrides scheme_overrides() const;

@@ -29,8 +29,7 @@ void init_attention(MultiheadAttention& attn, InitMethod method, double beta) {
   xavier(attn->out_proj, deepnorm ? beta : 1.0);
 }
 
-// T-Fixup (REFERENCE §1): scale v_proj (x sqrt(2), undoing the fused gain) and out_proj.
-void t_fixup_attention(MultiheadAttention& attn, double factor) {
+void scale_value_and_output(MultiheadAttention& attn, double factor) {
   attn->v_proj->weight.mul_(factor * std::sqrt(2.0));
   attn->out_proj->weight.mul_(factor);
 }
@@ -55,17 +54,12 @@ void fill_omegas(const std::vector<const ResidualBlock*>& blocks, double omega) 
 void init_encoder(Encoder& enc, const ModelConfig& c) {
   const auto method = c.scheme.init;
   const double beta = deepnorm_encoder_beta(c.encoder_layers, c.decoder_layers);
-  const double fixup = t_fixup_encoder_factor(c.encoder_layers);
   for (const auto& m : *enc->layers) {
     auto* layer = m->as<EncoderLayerImpl>();
     init_attention(layer->self_attn, method, beta);
     xavier(layer->fc1, method == InitMethod::kDeepNorm ? beta : 1.0);
     xavier(layer->fc2, method == InitMethod::kDeepNorm ? beta : 1.0);
-    if (method == InitMethod::kTFixup) {
-      t_fixup_attention(layer->self_attn, fixup);
-      layer->fc1->weight.mul_(fixup);
-      layer->fc2->weight.mul_(fixup);
-    }
+    if (method == InitMethod::kTFixup) scale_value_and_ffn(*layer, t_fixup_encoder_factor(c.encoder_layers));
     if (layer->rezero_alpha.defined()) layer->rezero_alpha.fill_(c.rezero_alpha_init);
     if (method == InitMethod::kAdminClosedForm)
       fill_omegas({&layer->self_attn_block, &layer->ffn_block},
@@ -79,19 +73,13 @@ void init_encoder(Encoder& enc, const ModelConfig& c) {
 void init_decoder(Decoder& dec, const ModelConfig& c) {
   const auto method = c.scheme.init;
   const double beta = deepnorm_decoder_beta(c.decoder_layers);
-  const double fixup = t_fixup_decoder_factor(c.decoder_layers);
   for (const auto& m : *dec->layers) {
     auto* layer = m->as<DecoderLayerImpl>();
     init_attention(layer->self_attn, method, beta);
     init_attention(layer->encoder_attn, method, beta);
     xavier(layer->fc1, method == InitMethod::kDeepNorm ? beta : 1.0);
     xavier(layer->fc2, method == InitMethod::kDeepNorm ? beta : 1.0);
-    if (method == InitMethod::kTFixup) {
-      t_fixup_attention(layer->self_attn, fixup);
-      t_fixup_attention(layer->encoder_attn, fixup);
-      layer->fc1->weight.mul_(fixup);
-      layer->fc2->weight.mul_(fixup);
-    }
+    if (method == InitMethod::kTFixup) scale_value_and_ffn(*layer, t_fixup_decoder_factor(c.decoder_layers));
     if (layer->rezero_alpha.defined()) layer->rezero_alpha.fill_(c.rezero_alpha_init);
     if (method == InitMethod::kAdminClosedForm)
       fill_omegas({&layer->self_attn_block, &layer->encoder_attn_block, &layer->ffn_block},
@@ -107,6 +95,34 @@ void init_decoder(Decoder& dec, const ModelConfig& c) {
 }
 
 }  // namespace
+
+void init_layer_xavier(EncoderLayerImpl& layer) {
+  init_attention(layer.self_attn, InitMethod::kXavier, 1.0);
+  xavier(layer.fc1, 1.0);
+  xavier(layer.fc2, 1.0);
+}
+
+void init_layer_xavier(DecoderLayerImpl& layer) {
+  init_attention(layer.self_attn, InitMethod::kXavier, 1.0);
+  init_attention(layer.encoder_attn, InitMethod::kXavier, 1.0);
+  xavier(layer.fc1, 1.0);
+  xavier(layer.fc2, 1.0);
+}
+
+void scale_value_and_ffn(EncoderLayerImpl& layer, double factor) {
+  torch::NoGradGuard no_grad;
+  scale_value_and_output(layer.self_attn, factor);
+  layer.fc1->weight.mul_(factor);
+  layer.fc2->weight.mul_(factor);
+}
+
+void scale_value_and_ffn(DecoderLayerImpl& layer, double factor) {
+  torch::NoGradGuard no_grad;
+  scale_value_and_output(layer.self_attn, factor);
+  scale_value_and_output(layer.encoder_attn, factor);
+  layer.fc1->weight.mul_(factor);
+  layer.fc2->weight.mul_(factor);
+}
 
 void initialize(Seq2Seq& model, uint64_t seed, const ProfileBatch* profile_batch) {
   const auto& c = model->config();

@@ -122,7 +122,7 @@ void OptimizerConfig::validate() const {
 }
 
 Optimizer::Optimizer(NamedTensors params, OptimizerConfig config)
-    : params_(std::move(params)), config_(config), slots_(params_.size()) {
+    : params_(std::move(params)), config_(config), slots_(params_.size()), lr_scales_(params_.size(), 1.0) {
   config_.validate();
   std::set<std::string> names;
   std::map<const void*, std::string> tensors;  // TensorImpl -> name: is_same() by address
@@ -140,6 +140,17 @@ Optimizer::Optimizer(NamedTensors params, OptimizerConfig config)
   }
 }
 
+void Optimizer::set_lr_scales(std::vector<double> scales) {
+  if (scales.size() != params_.size())
+    throw std::invalid_argument("optimizer: " + std::to_string(scales.size()) + " lr scales for " +
+                                std::to_string(params_.size()) + " parameters");
+  for (size_t i = 0; i < scales.size(); ++i)
+    if (!(scales[i] >= 0.0 && std::isfinite(scales[i])))
+      throw std::invalid_argument("optimizer: the lr scale of '" + params_[i].first + "' must be finite and >= 0, got " +
+                                  num(scales[i]));
+  lr_scales_ = std::move(scales);
+}
+
 void Optimizer::zero_grad() {
   for (auto& [name, p] : params_) p.mutable_grad() = torch::Tensor();
 }
@@ -155,7 +166,7 @@ void Optimizer::step(double lr, bool record_updates) {
     if (!grad.defined()) continue;
     torch::Tensor before;
     if (record_updates) before = p.clone();
-    update(p, grad, slots_[i], lr);
+    update(p, grad, slots_[i], lr * lr_scales_[i]);
     if (record_updates) last_updates_[name] = p - before;
   }
   ++steps_;

@@ -76,6 +76,11 @@ class Optimizer {
   // copied and last_updates() is empty. Throws std::invalid_argument for a negative or
   // non-finite lr.
   void step(double lr, bool record_updates = false);
+  // Per-parameter multipliers of lr, parallel to parameters() (torch.optim's parameter
+  // groups with their own lr; decoupled weight decay scales with it, as there). Default all 1;
+  // 0 keeps a parameter exactly where it is. Throws std::invalid_argument for a wrong size or
+  // a negative or non-finite multiplier. Not part of state(): it comes from the configuration.
+  void set_lr_scales(std::vector<double> scales);
   // Number of step() calls so far (including those that skipped every parameter).
   int64_t steps() const { return steps_; }
   const TensorMap& last_updates() const { return last_updates_; }
@@ -108,6 +113,7 @@ class Optimizer {
   NamedTensors params_;
   OptimizerConfig config_;
   std::vector<Slot> slots_;  // parallel to params_
+  std::vector<double> lr_scales_;  // parallel to params_ (set_lr_scales)
   int64_t steps_ = 0;
   TensorMap last_updates_;
 };

@@ -1,11 +1,13 @@
 #include "train/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -115,9 +117,14 @@ Corpus load_corpus(const std::string& prefix, const TrainConfig& c, const data::
   filter.max_length_ratio = training ? c.max_length_ratio : 0.0;
   auto result = data::filter_pairs(corpus.src, corpus.tgt, filter);
   corpus.kept = std::move(result.kept);
+  if (training && c.max_pairs > 0)  // --max-pairs: of the first N pairs, those the filter kept
+    corpus.kept.erase(std::lower_bound(corpus.kept.begin(), corpus.kept.end(), c.max_pairs), corpus.kept.end());
   corpus.sizes = data::example_sizes(corpus.src, corpus.tgt);
   std::ostringstream s;
-  s << prefix << ": " << corpus.kept.size() << " pairs kept of " << corpus.src.size() << " ("
+  s << prefix << ": " << corpus.kept.size() << " pairs kept of "
+    << (training && c.max_pairs > 0 ? std::min<int64_t>(c.max_pairs, static_cast<int64_t>(corpus.src.size()))
+                                     : static_cast<int64_t>(corpus.src.size()))
+    << (training && c.max_pairs > 0 ? " (--max-pairs)" : "") << " ("
     << result.empty << " empty, " << result.too_long << " longer than --max-positions "
     << c.model.max_positions << ", " << result.bad_ratio << " beyond --max-length-ratio)";
   log.line(s.str());
@@ -234,6 +241,22 @@ std::vector<std::string> TrainConfig::problems() const {
   for (auto& p : curvature.problems()) out.push_back(p);
   for (auto& p : loss_scaler.problems()) out.push_back(p);
   if (best_metric == BestMetric::kBleu && !eval_bleu) out.push_back("--best-metric bleu needs --eval-bleu");
+  if (max_pairs < 0) out.push_back("--max-pairs must be >= 0, got " + std::to_string(max_pairs));
+  const auto& f = init_from;
+  for (auto& p : model::added_count_problems(f.added)) out.push_back(p);
+  if (f.checkpoint.empty()) {
+    if (f.added.encoder > 0 || f.added.decoder > 0)
+      out.push_back("--add-encoder-layers/--add-decoder-layers add layers to a trained model: give --init-from CKPT");
+    if (f.pretrained_lr_scale != 1.0) out.push_back("--pretrained-lr-scale needs --init-from CKPT");
+    if (f.added.init != model::AddedLayerInit::kXavier)
+      out.push_back("--init " + model::to_string(f.added.init) +
+                    " initialises layers added to a trained model: give --init-from CKPT and --add-encoder-layers "
+                    "or --add-decoder-layers");
+  }
+  if (!(f.pretrained_lr_scale >= 0 && std::isfinite(f.pretrained_lr_scale)))
+    out.push_back("--pretrained-lr-scale must be finite and >= 0, got " + std::to_string(f.pretrained_lr_scale));
+  if (f.pretrained_lr_scale != 1.0 && curvature.every > 0)
+    out.push_back("--curvature-every measures one lr for every parameter: not with --pretrained-lr-scale");
   return out;
 }
 
@@ -243,6 +266,7 @@ void to_json(nlohmann::json& j, const TrainConfig& c) {
          {"valid", c.valid_prefix},
          {"test", c.test_prefix},
          {"max_length_ratio", c.max_length_ratio},
+         {"max_pairs", c.max_pairs},
          {"src", c.src_lang},
          {"tgt", c.tgt_lang},
          {"cache_dir", c.cache_dir},
@@ -284,6 +308,12 @@ void to_json(nlohmann::json& j, const TrainConfig& c) {
        {"eval",
         {{"eval_bleu", c.eval_bleu},
          {"best_metric", c.best_metric == BestMetric::kBleu ? "bleu" : "loss"}}}};
+  if (!c.init_from.checkpoint.empty())
+    j["init_from"] = {{"checkpoint", c.init_from.checkpoint},
+                      {"add_encoder_layers", c.init_from.added.encoder},
+                      {"add_decoder_layers", c.init_from.added.decoder},
+                      {"init", model::to_string(c.init_from.added.init)},
+                      {"pretrained_lr_scale", c.init_from.pretrained_lr_scale}};
 }
 
 std::vector<std::string> incompatible_changes(const nlohmann::json& saved, const nlohmann::json& now) {
@@ -299,7 +329,8 @@ std::vector<std::string> incompatible_changes(const nlohmann::json& saved, const
   };
   const auto a = strip(saved), b = strip(now);
   std::vector<std::string> out;
-  for (const char* section : {"data", "batching", "model", "precision", "optimizer", "schedule", "loss", "seed"}) {
+  for (const char* section :
+       {"data", "batching", "model", "precision", "optimizer", "schedule", "loss", "seed", "init_from"}) {
     if (a.value(section, nlohmann::json()) == b.value(section, nlohmann::json())) continue;
     if (!a[section].is_object()) {
       out.push_back(std::string(section) + " was " + a[section].dump() + ", now " + b[section].dump());
@@ -313,21 +344,34 @@ std::vector<std::string> incompatible_changes(const nlohmann::json& saved, const
   return out;
 }
 
-TrainResult train(const TrainConfig& c, const TrainHooks& hooks, const torch::Device& device,
+TrainResult train(const TrainConfig& config, const TrainHooks& hooks, const torch::Device& device,
                   core::ProcessGroup& group) {
-  auto problems = c.problems();
-  if (c.trace.steps > 0 && !hooks.make_observer)
+  auto problems = config.problems();
+  if (config.trace.steps > 0 && !hooks.make_observer)
     problems.push_back("--trace-steps: train() was given no step observer to make (TrainHooks)");
-  if (c.curvature.every > 0 && !hooks.make_curvature)
+  if (config.curvature.every > 0 && !hooks.make_curvature)
     problems.push_back("--curvature-every: train() was given no curvature observer to make (TrainHooks)");
-  if (c.trace.steps > 0 && group.size() > 1)
+  if (config.trace.steps > 0 && group.size() > 1)
     problems.push_back("--trace-steps traces one process's steps: run it without a launcher (here WORLD_SIZE=" +
                        std::to_string(group.size()) + ")");
-  if (c.eval_bleu && !hooks.bleu) problems.push_back("--eval-bleu: train() was given no BleuValidator (TrainHooks)");
-  if (c.eval_bleu && hooks.bleu)
+  if (config.eval_bleu && !hooks.bleu) problems.push_back("--eval-bleu: train() was given no BleuValidator (TrainHooks)");
+  if (config.eval_bleu && hooks.bleu)
     for (auto& p : hooks.bleu->problems()) problems.push_back(p);
-  for (auto& p : model::precision_problems(c.precision, device)) problems.push_back(p);
+  for (auto& p : model::precision_problems(config.precision, device)) problems.push_back(p);
   core::throw_if_problems(problems);
+  // --init-from: the model is the checkpoint's with the added layers (its vocabulary too).
+  TrainConfig c = config;
+  std::optional<model::LoadedModel> base;
+  if (!c.init_from.checkpoint.empty()) {
+    base = model::load_model(c.init_from.checkpoint);
+    if (!base->extra_tensors.count(model::kVocabTensor))
+      throw std::invalid_argument("--init-from " + c.init_from.checkpoint +
+                                  ": holds no vocabulary (not a checkpoint of normlab train)");
+    const auto& trained = base->model->config();
+    core::throw_if_problems(model::added_layer_problems(trained, c.init_from.added));
+    c.model = model::grown_config(trained, c.init_from.added);
+    c.model.src_vocab_size = c.model.tgt_vocab_size = 0;  // from the vocabulary, as for every run
+  }
   // Rank 0 of a data-parallel job writes RUN_DIR, alone (its lock); every rank reads it.
   const bool writer = group.is_main();
   const fs::path run(c.out), ckpt_dir = run / "checkpoints";
@@ -377,6 +421,12 @@ TrainResult train(const TrainConfig& c, const TrainHooks& hooks, const torch::De
   std::string vocab_bytes;
   if (resumed) {
     vocab_bytes = model::tensor_bytes(resumed->extra_tensors.at(model::kVocabTensor));
+  } else if (base) {
+    vocab_bytes = model::tensor_bytes(base->extra_tensors.at(model::kVocabTensor));
+    if (writer) {
+      fs::create_directories(vocab_dir);
+      core::write_file_atomic((vocab_dir / data::kVocabModelFile).string(), vocab_bytes);
+    }
   } else {
     if (writer && !fs::exists(vocab_dir / data::kVocabModelFile)) {
       auto t0 = Clock::now();
@@ -427,6 +477,26 @@ TrainResult train(const TrainConfig& c, const TrainHooks& hooks, const torch::De
       log.line("normlab train: the checkpoint was written by " + std::to_string(saved_ranks) +
                " ranks, this run has " + std::to_string(group.size()) +
                ": the batches per update change, and ranks without a saved dropout stream start a fresh one");
+  } else if (base) {
+    // DT-Fixup's mu is over the training data (the authors': every training example, eval mode).
+    std::vector<model::ProfileBatch> batches;
+    for (const auto& b : data::make_batches(train_corpus.sizes, train_corpus.kept, c.batching, c.seed, 1)) {
+      auto batch = gather(train_corpus, b);
+      batches.push_back({batch.src, batch.prev_output_tokens});
+    }
+    auto grown = model::add_layers(base->model, c.init_from.added, c.seed, batches);
+    net = grown.model;
+    nlohmann::json event = {{"event", "init_from"},
+                            {"update", 0},
+                            {"checkpoint", c.init_from.checkpoint},
+                            {"add_encoder_layers", c.init_from.added.encoder},
+                            {"add_decoder_layers", c.init_from.added.decoder},
+                            {"init", model::to_string(c.init_from.added.init)}};
+    event.update(nlohmann::json(grown.report));
+    log.record(event);
+    log.line("normlab train: " + c.init_from.checkpoint + " with " + std::to_string(c.init_from.added.encoder) +
+             " encoder and " + std::to_string(c.init_from.added.decoder) + " decoder layers added (" +
+             model::to_string(c.init_from.added.init) + "): " + nlohmann::json(grown.report).dump());
   } else {
     net = model::Seq2Seq(model_config);
     torch::manual_seed(c.seed);
@@ -443,6 +513,15 @@ TrainResult train(const TrainConfig& c, const TrainHooks& hooks, const torch::De
   if (!resumed) broadcast_parameters(net->parameters(), group);  // DDP: every rank starts from rank 0's
   GradientReducer reducer(net->parameters(), group);
   Optimizer optimizer(named, c.optimizer);
+  if (c.init_from.pretrained_lr_scale != 1.0) {
+    auto trained = c.model;
+    trained.encoder_layers -= c.init_from.added.encoder;
+    trained.decoder_layers -= c.init_from.added.decoder;
+    std::vector<double> scales;
+    for (const auto& [name, p] : named)
+      scales.push_back(model::is_added_parameter(name, trained) ? 1.0 : c.init_from.pretrained_lr_scale);
+    optimizer.set_lr_scales(std::move(scales));
+  }
   auto generator = at::detail::getDefaultCPUGenerator();
   if (resumed) {
     model::TensorMap state;

@@ -20,6 +20,7 @@
 #include "data/vocab.h"
 #include "model/config.h"
 #include "model/precision.h"
+#include "model/stacking.h"
 #include "train/bleu_validator.h"
 #include "train/loss.h"
 #include "train/loss_scaler.h"
@@ -28,6 +29,14 @@
 #include "train/step_observer.h"
 
 namespace normlab::train {
+
+// --init-from: fine-tuning a trained normlab model, with layers added on top of its stacks
+// (docs/training.md, "Layers on a trained model"; model/stacking.h).
+struct InitFromConfig {
+  std::string checkpoint;          // empty: a model of `model`, freshly initialised
+  model::AddedLayers added;        // --add-encoder-layers, --add-decoder-layers, --init
+  double pretrained_lr_scale = 1;  // the trained parameters' lr multiplier (0: frozen)
+};
 
 // What checkpoint_best.pt is best at.
 enum class BestMetric { kLoss, kBleu };  // lowest valid_loss | highest valid_bleu
@@ -39,12 +48,14 @@ struct TrainConfig {
   std::string valid_prefix;          // validated after every epoch
   std::string test_prefix;           // optional: scored once when training ends
   double max_length_ratio = 0.0;     // drop training pairs with max(n,m)/min(n,m) above (0: off)
+  int64_t max_pairs = 0;             // train on the first N pairs of the training text (0: all)
   std::string src_lang = "de";
   std::string tgt_lang = "en";
   std::string cache_dir;             // encoded corpora; empty: RUN_DIR/cache
   data::VocabTrainOptions vocab;     // the joint BPE model trained on the training text
   data::BatchingConfig batching;     // --max-tokens, --max-sentences
   int64_t update_freq = 1;           // batches accumulated per optimiser step
+  InitFromConfig init_from;          // --init-from and its options
   // Model (vocabulary sizes come from the vocabulary)
   model::ModelConfig model;
   model::Precision precision = model::Precision::kFp32;  // of the matrix products (precision.h)

@@ -1,0 +1,197 @@
+#include "model/stacking.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include "core/tokens.h"
+#include "model/scheme_constants.h"
+
+namespace normlab::model {
+namespace {
+
+const std::map<AddedLayerInit, std::string>& init_names() {
+  static const std::map<AddedLayerInit, std::string> names = {
+      {AddedLayerInit::kXavier, "xavier"}, {AddedLayerInit::kTFixup, "t-fixup"}, {AddedLayerInit::kDtFixup, "dt-fixup"}};
+  return names;
+}
+
+// The index K of "<stack>.layers.K." at the start of `name`, or -1.
+int64_t layer_index(const std::string& name, const std::string& stack) {
+  const std::string prefix = stack + ".layers.";
+  if (name.rfind(prefix, 0) != 0) return -1;
+  const auto end = name.find('.', prefix.size());
+  if (end == std::string::npos) return -1;
+  return std::stoll(name.substr(prefix.size(), end - prefix.size()));
+}
+
+// The largest row norm of x (B,T,C) over the tokens that are not padding in `tokens` (B,T).
+double max_token_norm(const torch::Tensor& x, const torch::Tensor& tokens) {
+  const auto norms = x.detach().to(torch::kDouble).norm(2, -1).masked_fill(tokens.eq(kPad), 0.0);
+  return norms.max().item<double>();
+}
+
+// Runs `forward` on each batch in eval mode without gradients; restores the training mode.
+template <typename F>
+void over_batches(Seq2Seq& model, const std::vector<ProfileBatch>& batches, F forward) {
+  const bool was_training = model->is_training();
+  model->eval();
+  torch::NoGradGuard no_grad;
+  for (const auto& b : batches) forward(b);
+  model->train(was_training);
+}
+
+}  // namespace
+
+std::string to_string(AddedLayerInit v) { return init_names().at(v); }
+
+AddedLayerInit parse_added_layer_init(const std::string& s, const std::string& option) {
+  for (const auto& [v, name] : init_names())
+    if (name == s) return v;
+  throw std::invalid_argument(option + ": unknown value '" + s +
+                              "' for layers added by --init-from (choose xavier|t-fixup|dt-fixup)");
+}
+
+std::vector<std::string> added_count_problems(const AddedLayers& added) {
+  std::vector<std::string> out;
+  if (added.encoder < 0) out.push_back("--add-encoder-layers must be >= 0, got " + std::to_string(added.encoder));
+  if (added.decoder < 0) out.push_back("--add-decoder-layers must be >= 0, got " + std::to_string(added.decoder));
+  return out;
+}
+
+std::vector<std::string> added_layer_problems(const ModelConfig& trained, const AddedLayers& added) {
+  auto out = added_count_problems(added);
+  const auto& s = trained.scheme;
+  const bool grows = added.encoder > 0 || added.decoder > 0;
+  if (grows && s.norm == NormPlacement::kMix)
+    out.push_back("layers cannot be added to a Mix-LN model: which layers are Post-LN depends on the depth");
+  if (grows && s.residual != ResidualForm::kPlain)
+    out.push_back("layers can be added to models with the plain residual only (the checkpoint's is " +
+                  to_string(s.residual) + ": its constants or profile depend on the depth)");
+  if (added.init == AddedLayerInit::kDtFixup && s.norm != NormPlacement::kPost)
+    out.push_back("--init dt-fixup: DT-Fixup's bound is derived for Post-LN layers; the checkpoint's norm is " +
+                  to_string(s.norm));
+  return out;
+}
+
+ModelConfig grown_config(const ModelConfig& trained, const AddedLayers& added) {
+  auto c = trained;
+  c.encoder_layers += added.encoder;
+  c.decoder_layers += added.decoder;
+  return c;
+}
+
+bool is_added_parameter(const std::string& name, const ModelConfig& trained) {
+  return layer_index(name, "encoder") >= trained.encoder_layers ||
+         layer_index(name, "decoder") >= trained.decoder_layers;
+}
+
+double dt_fixup_divisor(double mu, double layers) { return std::sqrt(layers * (4 * mu * mu + 2 * mu + 2)); }
+
+void to_json(nlohmann::json& j, const StackingReport& r) {
+  j = {{"mu_encoder", r.mu_encoder},           {"divisor_encoder", r.divisor_encoder},
+       {"mu_decoder", r.mu_decoder},           {"divisor_decoder", r.divisor_decoder},
+       {"t_fixup_encoder", r.t_fixup_encoder}, {"t_fixup_decoder", r.t_fixup_decoder}};
+}
+
+double max_encoder_input_norm(Seq2Seq& model, int64_t trained_layers, const std::vector<ProfileBatch>& batches) {
+  if (trained_layers < 1 || trained_layers >= static_cast<int64_t>(model->encoder->layers->size())) return 0.0;
+  auto* last = model->encoder->layers[trained_layers - 1]->as<EncoderLayerImpl>();
+  double mu = 0.0;
+  torch::Tensor tokens;
+  last->ffn_block.set_observer([&](const char* what, const torch::Tensor& x) {
+    if (std::strcmp(what, "output") == 0) mu = std::max(mu, max_token_norm(x, tokens));
+  });
+  over_batches(model, batches, [&](const ProfileBatch& b) {
+    tokens = b.src;
+    model->encoder->forward(b.src);
+  });
+  last->ffn_block.set_observer(nullptr);
+  return mu;
+}
+
+double max_decoder_input_norm(Seq2Seq& model, int64_t trained_layers, const std::vector<ProfileBatch>& batches) {
+  if (trained_layers < 1 || trained_layers >= static_cast<int64_t>(model->decoder->layers->size())) return 0.0;
+  auto* last = model->decoder->layers[trained_layers - 1]->as<DecoderLayerImpl>();
+  double mu = 0.0;
+  torch::Tensor tokens;
+  last->ffn_block.set_observer([&](const char* what, const torch::Tensor& x) {
+    if (std::strcmp(what, "output") == 0) mu = std::max(mu, max_token_norm(x, tokens));
+  });
+  over_batches(model, batches, [&](const ProfileBatch& b) {
+    const auto encoder = model->encoder->forward(b.src);
+    mu = std::max(mu, max_token_norm(encoder.out, b.src));  // what the cross-attention reads
+    tokens = b.prev_output_tokens;
+    model->decoder->forward(b.prev_output_tokens, encoder);
+  });
+  last->ffn_block.set_observer(nullptr);
+  return mu;
+}
+
+GrownModel add_layers(const Seq2Seq& trained, const AddedLayers& added, uint64_t seed,
+                      const std::vector<ProfileBatch>& batches) {
+  const auto& old = trained->config();
+  const auto problems = added_layer_problems(old, added);
+  if (!problems.empty()) {
+    std::string all;
+    for (const auto& p : problems) all += (all.empty() ? "" : "; ") + p;
+    throw std::invalid_argument(all);
+  }
+  GrownModel out{Seq2Seq(grown_config(old, added)), {}};
+  auto& net = out.model;
+  net->to(trained->encoder->embed_tokens->weight.device());
+  std::map<std::string, torch::Tensor> before;
+  for (const auto& p : trained->named_parameters()) before[p.key()] = p.value();
+  torch::manual_seed(seed);
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& p : net->named_parameters()) {
+      const auto it = before.find(p.key());
+      if (it != before.end())
+        p.value().copy_(it->second);
+      else if (!is_added_parameter(p.key(), old))
+        throw std::logic_error("add_layers: parameter " + p.key() + " is neither trained nor added");
+    }
+    for (int64_t i = old.encoder_layers; i < old.encoder_layers + added.encoder; ++i)
+      init_layer_xavier(*net->encoder->layers[i]->as<EncoderLayerImpl>());
+    for (int64_t i = old.decoder_layers; i < old.decoder_layers + added.decoder; ++i)
+      init_layer_xavier(*net->decoder->layers[i]->as<DecoderLayerImpl>());
+    // The norms of the added layers start at weight 1, bias 0 (their constructor's values).
+  }
+  auto scale = [&](bool decoder, double factor) {
+    const int64_t first = decoder ? old.decoder_layers : old.encoder_layers;
+    const int64_t count = decoder ? added.decoder : added.encoder;
+    for (int64_t i = first; i < first + count; ++i) {
+      if (decoder)
+        scale_value_and_ffn(*net->decoder->layers[i]->as<DecoderLayerImpl>(), factor);
+      else
+        scale_value_and_ffn(*net->encoder->layers[i]->as<EncoderLayerImpl>(), factor);
+    }
+  };
+  auto& r = out.report;
+  if (added.init == AddedLayerInit::kTFixup) {
+    if (added.encoder > 0) scale(false, r.t_fixup_encoder = t_fixup_encoder_factor(added.encoder));
+    if (added.decoder > 0) scale(true, r.t_fixup_decoder = t_fixup_decoder_factor(added.decoder));
+  } else if (added.init == AddedLayerInit::kDtFixup) {
+    // The authors scale the added encoder layers of a 2-sub-layer stack by N; a decoder layer
+    // has 3 residual sub-layers, so its count is 1.5 M (the same bound per sub-layer).
+    if (added.encoder > 0) {
+      r.mu_encoder = max_encoder_input_norm(net, old.encoder_layers, batches);
+      r.divisor_encoder = dt_fixup_divisor(r.mu_encoder, static_cast<double>(added.encoder));
+      scale(false, 1.0 / r.divisor_encoder);
+    }
+    if (added.decoder > 0) {
+      r.mu_decoder = max_decoder_input_norm(net, old.decoder_layers, batches);
+      r.divisor_decoder = dt_fixup_divisor(r.mu_decoder, 1.5 * static_cast<double>(added.decoder));
+      scale(true, 1.0 / r.divisor_decoder);
+    }
+  }
+  return out;
+}
+
+}  // namespace normlab::model

@@ -1,0 +1,160 @@
+// Layers added on top of a trained model (model/stacking.h): the trained parameters copied,
+// the added ones initialised as Xavier, T-Fixup or DT-Fixup say, mu measured on the data.
+// Independent references: the trained model's own encoder output for the encoder's mu; the
+// closed form of a LayerNorm output's norm, sqrt(C var / (var + eps)) <= sqrt(C), for the
+// decoder's; the factors' formulas (REFERENCE §1, §10); Xavier's weights of the same seed.
+#include <cmath>
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "core/tokens.h"
+#include "model/init.h"
+#include "model/scheme_constants.h"
+#include "model/stacking.h"
+#include "tiny_model.h"
+
+using namespace normlab;
+using model::AddedLayerInit;
+using model::AddedLayers;
+
+namespace {
+
+model::Seq2Seq trained_model(const std::string& scheme) {
+  auto c = test::tiny_config(scheme);
+  c.dropout = 0.0;
+  model::Seq2Seq m(c);
+  model::initialize(m, 3);
+  {
+    // As if trained: LayerNorm weights and biases away from 1 and 0.
+    torch::NoGradGuard no_grad;
+    for (auto& p : m->named_parameters())
+      if (p.key().find("layer_norm") != std::string::npos) p.value().add_(torch::randn_like(p.value()) * 0.3);
+  }
+  return m;
+}
+
+// Two batches of 3 sentences with right padding.
+std::vector<model::ProfileBatch> batches() {
+  torch::manual_seed(11);
+  std::vector<model::ProfileBatch> out;
+  for (int i = 0; i < 2; ++i) {
+    auto src = torch::randint(4, 30, {3, 7}, torch::kLong);
+    auto prev = torch::randint(4, 30, {3, 5}, torch::kLong);
+    src.index_put_({1, torch::indexing::Slice(4, torch::indexing::None)}, kPad);
+    prev.index_put_({2, torch::indexing::Slice(3, torch::indexing::None)}, kPad);
+    out.push_back({src, prev});
+  }
+  return out;
+}
+
+torch::Tensor param(model::Seq2Seq& m, const std::string& name) { return m->named_parameters()[name]; }
+
+}  // namespace
+
+TEST(Stacking, TrainedParametersAreCopiedAndAddedOnesNamed) {
+  auto trained = trained_model("post-ln");
+  auto grown = model::add_layers(trained, {3, 1, AddedLayerInit::kXavier}, 7, batches());
+  EXPECT_EQ(grown.model->config().encoder_layers, 5);
+  EXPECT_EQ(grown.model->config().decoder_layers, 3);
+  auto after = grown.model->named_parameters();
+  for (const auto& p : trained->named_parameters()) {
+    ASSERT_TRUE(after.contains(p.key())) << p.key();
+    EXPECT_TRUE(torch::equal(after[p.key()], p.value())) << p.key();
+    EXPECT_FALSE(model::is_added_parameter(p.key(), trained->config())) << p.key();
+  }
+  int64_t added = 0;
+  for (const auto& p : after)
+    if (model::is_added_parameter(p.key(), trained->config())) ++added;
+  const auto total = static_cast<int64_t>(after.size()), before = static_cast<int64_t>(trained->named_parameters().size());
+  EXPECT_EQ(added, total - before);
+  EXPECT_TRUE(model::is_added_parameter("encoder.layers.4.fc1.weight", trained->config()));
+  EXPECT_TRUE(model::is_added_parameter("decoder.layers.2.encoder_attn.v_proj.bias", trained->config()));
+  EXPECT_FALSE(model::is_added_parameter("decoder.layers.1.fc2.weight", trained->config()));
+  // Xavier: the added out_proj of fan 16 x 16 is uniform in +-sqrt(6 / 32); biases 0.
+  const auto w = param(grown.model, "encoder.layers.3.self_attn.out_proj.weight");
+  EXPECT_LE(w.abs().max().item<double>(), std::sqrt(6.0 / 32.0));
+  EXPECT_GT(w.abs().max().item<double>(), 0.8 * std::sqrt(6.0 / 32.0));
+  EXPECT_EQ(param(grown.model, "encoder.layers.3.fc1.bias").abs().max().item<double>(), 0.0);
+}
+
+TEST(Stacking, TFixupAndDtFixupScaleXaviersWeightsOfTheSameSeed) {
+  auto trained = trained_model("post-ln");
+  const AddedLayers xavier{4, 2, AddedLayerInit::kXavier};
+  auto plain = model::add_layers(trained, xavier, 7, batches());
+  auto tfix = model::add_layers(trained, {4, 2, AddedLayerInit::kTFixup}, 7, batches());
+  auto dtfix = model::add_layers(trained, {4, 2, AddedLayerInit::kDtFixup}, 7, batches());
+  const double te = 0.67 * std::pow(4.0, -0.25), td = std::pow(9.0 * 2, -0.25);  // REFERENCE §1
+  EXPECT_NEAR(tfix.report.t_fixup_encoder, te, 1e-12);
+  EXPECT_NEAR(tfix.report.t_fixup_decoder, td, 1e-12);
+  const auto& r = dtfix.report;
+  const double mu = r.mu_encoder, mu_d = r.mu_decoder;
+  EXPECT_NEAR(r.divisor_encoder, std::sqrt(4 * (4 * mu * mu + 2 * mu + 2)), 1e-9);
+  EXPECT_NEAR(r.divisor_decoder, std::sqrt(1.5 * 2 * (4 * mu_d * mu_d + 2 * mu_d + 2)), 1e-9);
+  struct Case {
+    std::string name;
+    double t_fixup, dt_fixup;
+  };
+  const double de = 1 / r.divisor_encoder, dd = 1 / r.divisor_decoder, s2 = std::sqrt(2.0);
+  for (const Case& k : std::vector<Case>{{"encoder.layers.2.self_attn.v_proj.weight", te * s2, de * s2},
+                                         {"encoder.layers.5.self_attn.out_proj.weight", te, de},
+                                         {"encoder.layers.3.fc1.weight", te, de},
+                                         {"encoder.layers.4.fc2.weight", te, de},
+                                         {"decoder.layers.2.encoder_attn.v_proj.weight", td * s2, dd * s2},
+                                         {"decoder.layers.3.self_attn.out_proj.weight", td, dd},
+                                         {"decoder.layers.3.fc2.weight", td, dd}}) {
+    const auto x = param(plain.model, k.name);
+    EXPECT_TRUE(torch::allclose(param(tfix.model, k.name), x * k.t_fixup, 1e-12, 0)) << k.name;
+    EXPECT_TRUE(torch::allclose(param(dtfix.model, k.name), x * k.dt_fixup, 1e-12, 0)) << k.name;
+  }
+  // Untouched: q and k, biases, the norms of the added layers, every trained parameter.
+  for (const std::string name : {"encoder.layers.2.self_attn.q_proj.weight", "encoder.layers.2.fc1.bias",
+                                 "decoder.layers.2.final_layer_norm.weight", "encoder.layers.1.fc1.weight"})
+    EXPECT_TRUE(torch::equal(param(dtfix.model, name), param(plain.model, name))) << name;
+}
+
+TEST(Stacking, MuIsTheLargestTokenNormOfTheAddedStacksInput) {
+  auto trained = trained_model("post-ln");
+  const auto data = batches();
+  auto grown = model::add_layers(trained, {2, 2, AddedLayerInit::kDtFixup}, 7, data);
+  // The encoder's: the trained encoder's output, over the tokens that are not padding.
+  double expected = 0;
+  trained->eval();
+  {
+    torch::NoGradGuard no_grad;
+    for (const auto& b : data) {
+      auto norms = trained->encoder->forward(b.src).out.norm(2, -1).masked_fill(b.src.eq(kPad), 0);
+      expected = std::max(expected, norms.max().item<double>());
+    }
+  }
+  EXPECT_NEAR(grown.report.mu_encoder, expected, 1e-6 * expected);
+  // The decoder's, on a fresh Post-LN model (every LayerNorm weight 1, bias 0): the inputs of
+  // both the decoder stack and the cross-attention are LayerNorm outputs, of norm
+  // sqrt(C var / (var + 1e-5)), just below sqrt(C) = 4.
+  auto c = test::tiny_config("post-ln");
+  model::Seq2Seq fresh(c);
+  model::initialize(fresh, 3);
+  auto fresh_grown = model::add_layers(fresh, {1, 1, AddedLayerInit::kDtFixup}, 7, data);
+  EXPECT_LE(fresh_grown.report.mu_decoder, 4.0);
+  EXPECT_GT(fresh_grown.report.mu_decoder, 4.0 * (1 - 1e-3));
+  EXPECT_LE(fresh_grown.report.mu_encoder, 4.0);
+  EXPECT_GT(fresh_grown.report.mu_encoder, 4.0 * (1 - 1e-3));
+}
+
+TEST(Stacking, RefusesSchemesWhoseLayersDependOnTheDepth) {
+  auto problems = [](const std::string& scheme, AddedLayerInit init) {
+    return model::added_layer_problems(test::tiny_config(scheme), {2, 0, init});
+  };
+  EXPECT_TRUE(problems("post-ln", AddedLayerInit::kDtFixup).empty());
+  EXPECT_TRUE(problems("pre-ln", AddedLayerInit::kTFixup).empty());
+  EXPECT_TRUE(problems("t-fixup", AddedLayerInit::kXavier).empty());
+  EXPECT_EQ(problems("pre-ln", AddedLayerInit::kDtFixup).size(), 1u);
+  EXPECT_EQ(problems("mix-ln", AddedLayerInit::kXavier).size(), 1u);
+  EXPECT_EQ(problems("deepnorm", AddedLayerInit::kXavier).size(), 1u);
+  EXPECT_EQ(problems("admin", AddedLayerInit::kXavier).size(), 1u);
+  EXPECT_EQ(model::added_layer_problems(test::tiny_config("post-ln"), {-1, -2, AddedLayerInit::kXavier}).size(), 2u);
+  EXPECT_THROW(model::add_layers(model::Seq2Seq(test::tiny_config("mix-ln")), {1, 0, AddedLayerInit::kXavier}, 1, {}),
+               std::invalid_argument);
+  EXPECT_EQ(model::parse_added_layer_init("dt-fixup"), AddedLayerInit::kDtFixup);
+  EXPECT_THROW(model::parse_added_layer_init("fixup"), std::invalid_argument);
+}
