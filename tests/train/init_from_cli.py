@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""normlab train --init-from on real data (Multi30k val, a tiny model): layers added on top of
+a trained model with DT-Fixup, the trained parameters frozen (--pretrained-lr-scale 0: read back
+with torch.load, bit-identical to the checkpoint they came from) while the added ones train; the
+vocabulary carried over; --max-pairs; the init_from event; resuming the grown run, and refusing
+a changed --add-encoder-layers; DT-Fixup refused on a Pre-LN checkpoint."""
+import json
+import os
+import subprocess
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import cli_setup  # noqa: E402
+
+
+def main():
+    args, prefix, w = cli_setup.parse_and_prepare()
+    check = cli_setup.Checks()
+    common = ["--train", prefix, "--valid", prefix, "--max-tokens", "1000", "--threads", "1", "--device", "cpu"]
+
+    def train(*extra):
+        return subprocess.run([args.normlab, "train", *common, *extra], capture_output=True, text=True, timeout=120)
+
+    tiny = ["--vocab-size", "300", "--d-model", "16", "--ffn-dim", "32", "--heads", "2", "--layers", "1"]
+    for scheme in ("post-ln", "pre-ln"):
+        r = train(*tiny, "--scheme", scheme, "--max-steps", "6", "--warmup-steps", "2", "--out", w(scheme))
+        if r.returncode != 0:
+            print(f"FAIL: base {scheme}: {r.stderr}")
+            return 1
+    base = w("post-ln/checkpoints/checkpoint_last.pt")
+    grow = ["--init-from", base, "--add-encoder-layers", "2", "--add-decoder-layers", "1", "--init", "dt-fixup",
+            "--pretrained-lr-scale", "0", "--max-pairs", "300", "--warmup-steps", "0", "--lr", "1e-3"]
+    r = train(*grow, "--max-steps", "4", "--out", w("grown"))
+    check(r.returncode == 0, f"grown run failed: {r.stderr}")
+    if r.returncode != 0:
+        return check.finish()
+
+    before = torch.load(base)
+    after = torch.load(w("grown/checkpoints/checkpoint_last.pt"))
+    trained = [k for k, v in before.items() if isinstance(v, torch.Tensor) and k.startswith(("encoder.", "decoder."))]
+    check(len(trained) > 20, f"too few trained parameters found: {len(trained)}")
+    for k in trained:
+        check(torch.equal(before[k], after[k]), f"{k}: a frozen trained parameter changed")
+    added = [k for k in after if k.startswith(("encoder.layers.1.", "encoder.layers.2.", "decoder.layers.1."))]
+    check(len(added) > 20, f"too few added parameters: {len(added)}")
+    first = subprocess.run([args.normlab, "train", *common, *grow, "--max-steps", "1", "--out", w("grown0")],
+                           capture_output=True, text=True, timeout=120)
+    check(first.returncode == 0, f"one-step run failed: {first.stderr}")
+    one = torch.load(w("grown0/checkpoints/checkpoint_last.pt"))
+    moved = [k for k in added if k.endswith("fc1.weight") and not torch.equal(one[k], after[k])]
+    check(len(moved) == 3, f"the added fc1 weights should train (3 layers), moved: {moved}")
+
+    with open(w("post-ln/vocab/spm.model"), "rb") as a, open(w("grown/vocab/spm.model"), "rb") as b:
+        check(a.read() == b.read(), "the grown run's vocabulary is not the checkpoint's")
+    log = open(w("grown/train.log")).read()
+    check("pairs kept of 300 (--max-pairs)" in log, f"--max-pairs not in train.log:\n{log}")
+    events = [json.loads(l) for l in open(w("grown/metrics.jsonl")) if '"init_from"' in l]
+    check(len(events) == 1, f"one init_from event expected, got {events}")
+    if events:
+        e = events[0]
+        mu = e["mu_encoder"]
+        check(e["init"] == "dt-fixup" and e["add_encoder_layers"] == 2 and mu > 0, f"event: {e}")
+        check(abs(e["divisor_encoder"] - (2 * (4 * mu * mu + 2 * mu + 2)) ** 0.5) < 1e-9 * e["divisor_encoder"],
+              f"divisor: {e}")
+    config = json.load(open(w("grown/config.json")))
+    check(config["model"]["encoder_layers"] == 3 and config["model"]["decoder_layers"] == 2,
+          f"config.json model: {config['model']}")
+
+    # Resuming continues; a different number of added layers is another experiment.
+    r = train(*grow, "--max-steps", "6", "--out", w("grown"))
+    check(r.returncode == 0 and "resuming at update 4" in r.stderr, f"resume: {r.returncode} {r.stderr[-500:]}")
+    changed = [a if a != "2" else "3" for a in grow]
+    r = train(*changed, "--max-steps", "8", "--out", w("grown"))
+    check(r.returncode == 2 and "init_from.add_encoder_layers was 2, now 3" in r.stderr, f"changed: {r.stderr}")
+
+    r = train("--init-from", w("pre-ln/checkpoints/checkpoint_last.pt"), "--add-encoder-layers", "1",
+              "--init", "dt-fixup", "--max-steps", "1", "--out", w("pre"))
+    lines = r.stderr.strip().splitlines()
+    check(r.returncode == 2 and len(lines) == 1 and "derived for Post-LN layers" in lines[0], f"pre-ln: {r.stderr}")
+    return check.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
