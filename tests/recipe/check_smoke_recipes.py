@@ -14,7 +14,8 @@ fail), then `normlab report`, then checks that
   gradient growth, the Hessian report's lambda_max comparison, the perturb growth ratios).
 ctest (`recipe.paper_recipes_smoke`) runs every paper recipe: xiong_fig2, xiong_fig3, xiong_fig4,
 huang_table1, huang_fig2_3, huang_fig3c, huang_fig4b, schemes, schemes_2025, hessian_report and
-advise_grid (with scripts/advise_confusion.py's table against the cells' own files) and sharpness."""
+advise_grid (with scripts/advise_confusion.py's table against the cells' own files), sharpness and
+dt_fixup (its frozen cell's trained parameters against the pretrained checkpoint, by torch.load)."""
 import csv
 import json
 import math
@@ -46,6 +47,7 @@ FIGURES = {
     "huang_table1": {"valid-loss", "train-loss"},
     "schemes": {"valid-loss", "train-loss", "perturb-perturb_delta=sign", "perturb-perturb_delta=adam"},
     "advise_grid": {"valid-loss", "train-loss"},
+    "dt_fixup": {"valid-loss", "train-loss"},
     "sharpness": {"valid-loss", "train-loss", "curvature-post-ln-nowarm", "curvature-post-ln-warm",
                   "curvature-pre-ln-nowarm", "curvature-t-fixup-nowarm", "curvature-admin-nowarm"},
     "schemes_2025": {"valid-loss", "train-loss", "grad-norms-probe", "hidden-norms-probe",
@@ -268,6 +270,18 @@ def main():
             text = next(c["text"] for c in claims if "lambda_1(H)" in c["text"])
             check(verdicts[text] == verdict(sum(lam["post-ln"]) / len(lam["post-ln"]) >
                                             sum(lam["pre-ln"]) / len(lam["pre-ln"])), f"lambda claim: {lam}")
+        if name == "dt_fixup":
+            # deep-frozen: the trained part bit-identical to pretrain's best checkpoint (torch.load);
+            # every deep cell: the encoder grown by the added layers, its init_from event's init.
+            import torch
+            base = torch.load(os.path.join(cell("pretrain"), "checkpoints", "checkpoint_best.pt"))
+            frozen = torch.load(os.path.join(cell("deep-frozen"), "checkpoints", "checkpoint_last.pt"))
+            trained = [k for k, v in base.items() if isinstance(v, torch.Tensor) and k.startswith(("encoder.", "decoder."))]
+            check(trained and all(torch.equal(base[k], frozen[k]) for k in trained), "dt_fixup: deep-frozen moved")
+            for c in [c for c in cells if c.startswith("deep_init=")]:
+                e = [json.loads(l) for l in open(os.path.join(cell(c), "metrics.jsonl")) if '"init_from"' in l]
+                check(len(e) == 1 and e[0]["init"] == c.split("=")[1] and e[0]["add_encoder_layers"] > 0,
+                      f"dt_fixup: {c}'s init_from event {e}")
         print(f"{name}: {len(cells)} cells, run {wall:.1f} s, {len(figs)} figures, "
               f"{len(claims)} claims: {sorted(verdicts.values())}")
 
