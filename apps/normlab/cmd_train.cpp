@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/curvature.h"
+#include "analysis/logit_trace.h"
 #include "analysis/trace.h"
 #include "commands.h"
 #include "core/runtime.h"
@@ -167,6 +168,10 @@ Runner add_train_command(CLI::App& app, const GlobalOptions& global) {
                   "(RUN_DIR/trace/)")->capture_default_str()->group(lim);
   cmd->add_option("--trace-params", c.trace.params, "parameters to trace, comma-separated")
       ->delimiter(',')->capture_default_str()->group(lim);
+  cmd->add_flag("--trace-logits", c.trace.logits,
+                "every update: each attention head's largest |q.k|/sqrt(D) and the output's mean and max log Z "
+                "(RUN_DIR/trace/attention_logits.csv, output_logits.csv)")
+      ->group(lim);
 
   const std::string cv = "Curvature during training (docs/curvature.md)";
   cmd->add_flag("--curvature", o->curvature,
@@ -232,6 +237,9 @@ Runner add_train_command(CLI::App& app, const GlobalOptions& global) {
     hooks.make_observer = [](const train::TraceConfig& trace, model::Seq2Seq net, const std::string& dir,
                              int64_t done_steps) {
       return std::make_unique<analysis::Tracer>(trace, std::move(net), dir, done_steps);
+    };
+    hooks.make_logit_observer = [](model::Seq2Seq net, const std::string& dir, int64_t done_steps) {
+      return std::make_unique<analysis::LogitTracer>(std::move(net), dir, done_steps);
     };
     auto job = join_job(o->dist, core::resolve_device(global.device));
     const analysis::LossOptions loss{c.label_smoothing, c.ls_formula, c.z_loss};

@@ -23,7 +23,10 @@ constexpr const char* kRotationHeader = "step,param,angle,relative_change\n";
 constexpr const char* kOutputHeader = "step,stack,layer,block,relative_change\n";
 
 // Rows of FILE (without its header) whose step, the first field, is at most `last`.
-std::string kept_rows(const std::filesystem::path& file, int64_t last) {
+
+}  // namespace
+
+std::string kept_csv_rows(const std::string& file, int64_t last) {
   std::ifstream in(file);
   std::string kept, line;
   std::getline(in, line);  // header
@@ -36,8 +39,6 @@ std::string kept_rows(const std::filesystem::path& file, int64_t last) {
   }
   return kept;
 }
-
-}  // namespace
 
 LogHistogram log_histogram(const torch::Tensor& values, const train::TraceConfig& c) {
   const int64_t n = static_cast<int64_t>(std::llround((c.log10_hi - c.log10_lo) * c.bins_per_decade));
@@ -83,10 +84,10 @@ Tracer::Tracer(const train::TraceConfig& config, model::Seq2Seq net, const std::
     params_[name] = *p;
   }
   std::filesystem::create_directories(dir_);
-  histogram_csv_ = kept_rows(std::filesystem::path(dir_) / "histograms.csv", done_steps);
-  ln_csv_ = kept_rows(std::filesystem::path(dir_) / "ln_inputs.csv", done_steps);
-  rotation_csv_ = kept_rows(std::filesystem::path(dir_) / "rotation.csv", done_steps);
-  output_csv_ = kept_rows(std::filesystem::path(dir_) / "output_change.csv", done_steps);
+  histogram_csv_ = kept_csv_rows((std::filesystem::path(dir_) / "histograms.csv").string(), done_steps);
+  ln_csv_ = kept_csv_rows((std::filesystem::path(dir_) / "ln_inputs.csv").string(), done_steps);
+  rotation_csv_ = kept_csv_rows((std::filesystem::path(dir_) / "rotation.csv").string(), done_steps);
+  output_csv_ = kept_csv_rows((std::filesystem::path(dir_) / "output_change.csv").string(), done_steps);
 }
 
 void Tracer::begin(int64_t step) {

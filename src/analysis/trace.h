@@ -34,6 +34,11 @@ LogHistogram log_histogram(const torch::Tensor& values, const train::TraceConfig
 // underflow (-inf, lo), the bins, overflow (hi, inf).
 std::string histogram_rows(const LogHistogram& h, const train::TraceConfig& config, const std::string& prefix);
 
+// The data rows of a trace CSV (header dropped) whose first field, the update, is <= `last`,
+// each ending in a newline; a line cut short is dropped; "" when the file does not exist. What
+// a resumed run keeps of its trace.
+std::string kept_csv_rows(const std::string& file, int64_t last);
+
 // The trainer's step observer for --trace-steps (made in apps/normlab/cmd_train.cpp).
 class Tracer final : public train::StepObserver {
  public:

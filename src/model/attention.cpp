@@ -63,6 +63,7 @@ torch::Tensor MultiheadAttentionImpl::attend(const torch::Tensor& q, const torch
     auto future = torch::ones({T, S}, q.options().dtype(torch::kBool)).triu(1);
     scores = scores.masked_fill(future, neg_inf);
   }
+  if (score_observer_) score_observer_(scores);
   auto probs = torch::softmax(scores, -1);
   probs = model::dropout(probs, attention_dropout_, is_training());
   auto context = torch::matmul(probs, v).transpose(1, 2).reshape({B, T, C});  // (B,T,C)

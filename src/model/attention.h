@@ -7,6 +7,7 @@
 #include <torch/nn/module.h>
 #include <torch/nn/modules/linear.h>
 
+#include <functional>
 #include <initializer_list>
 #include <optional>
 #include <vector>
@@ -37,6 +38,12 @@ class MultiheadAttentionImpl : public torch::nn::Module {
   // every cached key is at or before the query. Returns (N,1,C).
   torch::Tensor forward_step(const torch::Tensor& query, const KeyValues& kv, const torch::Tensor& bias);
 
+  // Analysis hook (src/analysis, --trace-logits): sees forward()'s scaled scores q.k/sqrt(D)
+  // (B,H,T,S), -inf where masked, before the softmax (not forward_step()'s). Unset: no cost.
+  void set_score_observer(std::function<void(const torch::Tensor&)> observer) {
+    score_observer_ = std::move(observer);
+  }
+
   torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, out_proj{nullptr};
   Norm q_norm{nullptr}, k_norm{nullptr};  // QK-norm only
 
@@ -58,6 +65,7 @@ class MultiheadAttentionImpl : public torch::nn::Module {
 
   int64_t heads_;
   double attention_dropout_;
+  std::function<void(const torch::Tensor&)> score_observer_;
 };
 TORCH_MODULE(MultiheadAttention);
 

@@ -26,6 +26,7 @@ struct TraceConfig {
   std::vector<std::string> params{"encoder.embed_tokens.weight"};  // parameter names
   double log10_lo = -16.0, log10_hi = 4.0;  // histogram bins cover |v| in [10^lo, 10^hi)
   int64_t bins_per_decade = 10;
+  bool logits = false;  // --trace-logits: every update's attention and output logits (LogitObserver)
 
   std::vector<std::string> problems() const;  // every problem, naming the option
 };
@@ -44,6 +45,21 @@ class StepObserver {
   // The update made, p_new - p_old by parameter name (Optimizer::last_updates()).
   virtual void updates(const std::map<std::string, torch::Tensor>& made) = 0;
 };
+
+// `normlab train --trace-logits` (Wortsman et al. 2023; REFERENCE §9): the trainer calls
+// output() after each training forward of an update, then end(update) once it is made. The
+// observer (analysis::LogitTracer) sees the attention scores itself, through the model's hooks.
+class LogitObserver {
+ public:
+  virtual ~LogitObserver() = default;
+  // logits (B,T,V) of a training batch, target (B,T) with padding.
+  virtual void output(const torch::Tensor& logits, const torch::Tensor& target) = 0;
+  // Update `step` is made: its rows are written.
+  virtual void end(int64_t step) = 0;
+};
+// Makes the observer for `net`, writing under DIR, keeping the rows of updates <= done_steps.
+using MakeLogitObserver =
+    std::function<std::unique_ptr<LogitObserver>(model::Seq2Seq net, const std::string& dir, int64_t done_steps)>;
 
 // `normlab train --curvature-every N` (docs/curvature.md, REFERENCE §9): sharpness on a fixed
 // probe set during training; a part of the run's configuration (config.json "curvature").

@@ -295,7 +295,8 @@ void to_json(nlohmann::json& j, const TrainConfig& c) {
          {"keep_last", c.keep_last},
          {"fail_on_divergence", c.fail_on_divergence},
          {"trace_steps", c.trace.steps},
-         {"trace_params", c.trace.params}}},
+         {"trace_params", c.trace.params},
+         {"trace_logits", c.trace.logits}}},
        {"fp16",
         {{"init_scale", c.loss_scaler.init_scale},
          {"scale_window", c.loss_scaler.window},
@@ -349,6 +350,11 @@ TrainResult train(const TrainConfig& config, const TrainHooks& hooks, const torc
   auto problems = config.problems();
   if (config.trace.steps > 0 && !hooks.make_observer)
     problems.push_back("--trace-steps: train() was given no step observer to make (TrainHooks)");
+  if (config.trace.logits && !hooks.make_logit_observer)
+    problems.push_back("--trace-logits: train() was given no logit observer to make (TrainHooks)");
+  if (config.trace.logits && group.size() > 1)
+    problems.push_back("--trace-logits traces one process's batches: run it without a launcher (here WORLD_SIZE=" +
+                       std::to_string(group.size()) + ")");
   if (config.curvature.every > 0 && !hooks.make_curvature)
     problems.push_back("--curvature-every: train() was given no curvature observer to make (TrainHooks)");
   if (config.trace.steps > 0 && group.size() > 1)
@@ -600,6 +606,8 @@ TrainResult train(const TrainConfig& config, const TrainHooks& hooks, const torc
   }
 
   // The first-steps trace (--trace-steps): nothing exists, and nothing is done per step, when it is off.
+  std::unique_ptr<LogitObserver> logits_trace;  // --trace-logits
+  if (c.trace.logits) logits_trace = hooks.make_logit_observer(net, (run / "trace").string(), pos.update);
   std::unique_ptr<StepObserver> observer;
   if (c.trace.steps > pos.update) observer = hooks.make_observer(c.trace, net, (run / "trace").string(), pos.update);
 
@@ -709,6 +717,7 @@ TrainResult train(const TrainConfig& config, const TrainHooks& hooks, const torc
         if (tracing) observer->batch(b.src, b.prev_output_tokens);
         auto logits = net->forward(b.src.to(device), b.prev_output_tokens.to(device));
         auto s = label_smoothed_nll(logits, b.target.to(device), c.label_smoothing, c.ls_formula, kPad, c.z_loss);
+        if (logits_trace) logits_trace->output(logits, b.target);
         (scaler ? s.loss * scaler->scale() : s.loss).backward();
         update.loss += s.loss.item<double>();
         update.nll += s.nll.item<double>();
@@ -743,6 +752,7 @@ TrainResult train(const TrainConfig& config, const TrainHooks& hooks, const torc
       if (tracing) observer->gradients();
       optimizer.step(lr, tracing);
       if (tracing) observer->updates(optimizer.last_updates());
+      if (logits_trace) logits_trace->end(pos.update);
       window.loss += update.loss;
       window.nll += update.nll;
       window.tokens += update.tokens;

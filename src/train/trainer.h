@@ -106,6 +106,7 @@ struct TrainResult {
 // GUIDE.md's data flow (analysis/, decode/, metrics/). apps/normlab/cmd_train.cpp wires them in.
 struct TrainHooks {
   MakeStepObserver make_observer;  // required when config.trace.steps > 0 (analysis::Tracer)
+  MakeLogitObserver make_logit_observer;  // required when config.trace.logits (analysis::LogitTracer)
   MakeCurvatureObserver make_curvature;  // required when config.curvature.every > 0 (analysis::CurvatureSeries)
   // Its options go into config.json (cmd_train always gives one); required under --eval-bleu.
   BleuValidator* bleu = nullptr;
