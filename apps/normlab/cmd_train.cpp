@@ -163,6 +163,9 @@ Runner add_train_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--seed", c.seed, "random seed")->capture_default_str()->group(lim);
   cmd->add_flag("--fail-on-divergence", c.fail_on_divergence, "exit 3 when the loss becomes NaN/inf")
       ->group(lim);
+  cmd->add_flag("--valid-at-init", c.valid_at_init,
+                "validate the initial model before the first update (metrics.jsonl: init_valid_loss)")
+      ->group(lim);
   cmd->add_option("--trace-steps", c.trace.steps,
                   "histograms of gradients and updates, LayerNorm input norms, for the first N updates "
                   "(RUN_DIR/trace/)")->capture_default_str()->group(lim);

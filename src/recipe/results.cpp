@@ -46,6 +46,7 @@ std::vector<MetricsRecord> read_metrics(const std::string& path) {
     r.valid_nll = number(j, "valid_nll");
     r.valid_bleu = number(j, "valid_bleu");
     r.test_loss = number(j, "test_loss");
+    r.init_valid_loss = number(j, "init_valid_loss");
     r.validation = j.contains("valid_loss");
     r.diverged = j.value("event", std::string()) == "diverged";
     out.push_back(r);
@@ -96,6 +97,7 @@ std::map<std::string, double> cell_metrics(const CellResult& cell) {
       last_train = &r;
     }
     if (!std::isnan(r.test_loss)) m["test_loss"] = diverged ? kInf : r.test_loss;
+    if (!std::isnan(r.init_valid_loss)) m["init_valid_loss"] = r.init_valid_loss;
     if (r.step > 0) m["steps"] = static_cast<double>(r.step);
   }
   if (last_valid) {

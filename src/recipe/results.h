@@ -26,6 +26,7 @@ struct MetricsRecord {
   double loss, grad_norm, lr;                     // training records
   double valid_loss, valid_nll, valid_bleu;       // validation records
   double test_loss;                               // the final test record (train --test)
+  double init_valid_loss;                         // the initial model's (train --valid-at-init)
   bool validation = false, diverged = false;      // kind of record
 };
 

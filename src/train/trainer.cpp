@@ -296,7 +296,8 @@ void to_json(nlohmann::json& j, const TrainConfig& c) {
          {"fail_on_divergence", c.fail_on_divergence},
          {"trace_steps", c.trace.steps},
          {"trace_params", c.trace.params},
-         {"trace_logits", c.trace.logits}}},
+         {"trace_logits", c.trace.logits},
+         {"valid_at_init", c.valid_at_init}}},
        {"fp16",
         {{"init_scale", c.loss_scaler.init_scale},
          {"scale_window", c.loss_scaler.window},
@@ -603,6 +604,16 @@ TrainResult train(const TrainConfig& config, const TrainHooks& hooks, const torc
                                      pos.update, writer);
     if (resumed) curvature->load_state(resumed->extra_tensors);
     if (pos.update == 0) curvature->measure(0, learning_rate(c.schedule, 1, pos.epoch), optimizer);
+  }
+  // --valid-at-init: the loss of the initial model (LR sensitivity's "loss at init", REFERENCE §9);
+  // dropout off, no random numbers drawn, so the run that follows is the same.
+  if (c.valid_at_init && pos.update == 0 && !resumed) {
+    const auto v = validate(net, valid_corpus, c, device, group);
+    log.record({{"step", 0}, {"epoch", 1}, {"init_valid_loss", v.loss / v.tokens}, {"init_valid_nll", v.nll / v.tokens}});
+    std::ostringstream line;
+    line << std::fixed << std::setprecision(3) << "initial model | valid loss " << v.loss / v.tokens << " | nll "
+         << v.nll / v.tokens;
+    log.line(line.str());
   }
 
   // The first-steps trace (--trace-steps): nothing exists, and nothing is done per step, when it is off.

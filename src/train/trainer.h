@@ -78,6 +78,7 @@ struct TrainConfig {
   int64_t keep_last = 0;             // keep the N newest per-epoch/per-update checkpoints (0: all)
   uint64_t seed = 1;
   bool fail_on_divergence = false;   // exit non-zero when the loss becomes NaN or infinite
+  bool valid_at_init = false;        // validate the initial model: an init_valid_loss record
   TraceConfig trace;                 // --trace-steps/--trace-params: RUN_DIR/trace/ (docs/probe.md)
   CurvatureConfig curvature;         // --curvature-*: RUN_DIR/curvature.jsonl (docs/curvature.md)
   // Validation BLEU (docs/translate.md); the decoder's options are the BleuValidator's

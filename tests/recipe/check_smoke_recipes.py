@@ -14,8 +14,8 @@ fail), then `normlab report`, then checks that
   gradient growth, the Hessian report's lambda_max comparison, the perturb growth ratios).
 ctest (`recipe.paper_recipes_smoke`) runs every paper recipe: xiong_fig2, xiong_fig3, xiong_fig4,
 huang_table1, huang_fig2_3, huang_fig3c, huang_fig4b, schemes, schemes_2025, hessian_report and
-advise_grid (with scripts/advise_confusion.py's table against the cells' own files), sharpness and
-dt_fixup (its frozen cell's trained parameters against the pretrained checkpoint, by torch.load)."""
+advise_grid (with scripts/advise_confusion.py's table against the cells' own files), sharpness,
+lr_sensitivity (scripts/lr_sensitivity.py against the cells' own records) and dt_fixup (its frozen cell's trained parameters against the pretrained checkpoint, by torch.load)."""
 import csv
 import json
 import math
@@ -48,6 +48,7 @@ FIGURES = {
     "schemes": {"valid-loss", "train-loss", "perturb-perturb_delta=sign", "perturb-perturb_delta=adam"},
     "advise_grid": {"valid-loss", "train-loss"},
     "dt_fixup": {"valid-loss", "train-loss"},
+    "lr_sensitivity": {"valid-loss", "train-loss"},
     "sharpness": {"valid-loss", "train-loss", "curvature-post-ln-nowarm", "curvature-post-ln-warm",
                   "curvature-pre-ln-nowarm", "curvature-t-fixup-nowarm", "curvature-admin-nowarm"},
     "schemes_2025": {"valid-loss", "train-loss", "grad-norms-probe", "hidden-norms-probe",
@@ -270,6 +271,26 @@ def main():
             text = next(c["text"] for c in claims if "lambda_1(H)" in c["text"])
             check(verdicts[text] == verdict(sum(lam["post-ln"]) / len(lam["post-ln"]) >
                                             sum(lam["pre-ln"]) / len(lam["pre-ln"])), f"lambda claim: {lam}")
+        if name == "lr_sensitivity":
+            # scripts/lr_sensitivity.py's numbers against summary.csv and each cell's own records.
+            script = os.path.join(os.path.dirname(args.recipes), "scripts", "lr_sensitivity.py")
+            r = subprocess.run([sys.executable, script, out], capture_output=True, text=True, timeout=60)
+            check(r.returncode == 0, f"lr_sensitivity.py: {r.stderr[-400:]}")
+            table = rows(os.path.join(out, "lr_sensitivity.csv")) if r.returncode == 0 else []
+            train_cells = [x for x in rows(os.path.join(out, "summary.csv")) if x["command"] == "train"]
+            check(len(table) == len(train_cells), f"lr_sensitivity.csv rows {len(table)} for {len(train_cells)} cells")
+            final = {x["cell"]: float(x["final_valid_loss"]) for x in train_cells}
+            init = {}
+            for c in final:
+                for line in open(os.path.join(cell(c), "metrics.jsonl")):
+                    init.update({c: json.loads(line)["init_valid_loss"]} if "init_valid_loss" in line else {})
+            group = [c for c in final if c.startswith("nowarm_") and c.endswith("scheme=post-ln")]
+            best = min(final[c] for c in group)
+            expected = sum(min(final[c], init[c]) - best for c in group) / len(group)
+            got = [float(t["lr_sensitivity"]) for t in table if t["config"] == "nowarm" and t["scheme"] == "post-ln"]
+            check(len(group) > 1 and got and all(close(g, expected, 1e-5) for g in got),
+                  f"lr_sensitivity nowarm post-ln: {got} vs {expected}")
+
         if name == "dt_fixup":
             # deep-frozen: the trained part bit-identical to pretrain's best checkpoint (torch.load);
             # every deep cell: the encoder grown by the added layers, its init_from event's init.
