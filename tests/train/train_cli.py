@@ -24,7 +24,7 @@ def main():
         for a in it:
             if a.startswith("--") and a in tiny:
                 options[a] = next(it)
-            elif a in ("--fail-on-divergence",):
+            elif a in ("--fail-on-divergence", "--valid-at-init"):
                 flags.append(a)
             else:
                 options[a] = next(it)
@@ -63,6 +63,16 @@ def main():
     check([x["epoch"] for x in valid] == [1, 2, 3], f"the resumed run's records reach metrics.jsonl: {valid}")
     ckpts = os.listdir(w("ok/checkpoints"))
     check("checkpoint2.pt" in ckpts and "checkpoint3.pt" not in ckpts, f"--save-interval 2: {ckpts}")
+
+    # --valid-at-init: the initial model's loss, equal to the validation after one SGD update at
+    # lr 1e-30 (which moves no weight by more than 1e-29); the record comes before any update.
+    r = run("--max-steps", "1", "--lr", "1e-30", "--lr-schedule", "constant", "--warmup-steps", "0",
+            "--optimizer", "sgd", "--valid-at-init", "--out", w("init"))
+    recs = [json.loads(l) for l in open(w("init/metrics.jsonl"))]
+    init = [x for x in recs if "init_valid_loss" in x]
+    after = [x["valid_loss"] for x in recs if "valid_loss" in x]
+    check(r.returncode == 0 and len(init) == 1 and recs[0] is not None and "init_valid_loss" in recs[0] and after
+          and abs(init[0]["init_valid_loss"] - after[-1]) < 1e-6, f"--valid-at-init: {r.stderr[-300:]} {init} {after}")
 
     # Divergence: recorded, the run stops cleanly.
     boom = ["--optimizer", "sgd", "--lr", "1e6", "--lr-schedule", "constant", "--warmup-steps", "0",
