@@ -46,6 +46,21 @@ void over_batches(Seq2Seq& model, const std::vector<ProfileBatch>& batches, F fo
   model->train(was_training);
 }
 
+// The largest token norm of `block`'s output over `batches`, each run by forward(batch, tokens,
+// mu), which sets the tokens whose padding the block's output has and may raise mu itself.
+template <typename F>
+double max_block_output_norm(Seq2Seq& model, ResidualBlock& block, const std::vector<ProfileBatch>& batches,
+                             F forward) {
+  double mu = 0.0;
+  torch::Tensor tokens;
+  block.set_observer([&](const char* what, const torch::Tensor& x) {
+    if (std::strcmp(what, "output") == 0) mu = std::max(mu, max_token_norm(x, tokens));
+  });
+  over_batches(model, batches, [&](const ProfileBatch& b) { forward(b, tokens, mu); });
+  block.set_observer(nullptr);
+  return mu;
+}
+
 }  // namespace
 
 std::string to_string(AddedLayerInit v) { return init_names().at(v); }
@@ -101,36 +116,22 @@ void to_json(nlohmann::json& j, const StackingReport& r) {
 
 double max_encoder_input_norm(Seq2Seq& model, int64_t trained_layers, const std::vector<ProfileBatch>& batches) {
   if (trained_layers < 1 || trained_layers >= static_cast<int64_t>(model->encoder->layers->size())) return 0.0;
-  auto* last = model->encoder->layers[trained_layers - 1]->as<EncoderLayerImpl>();
-  double mu = 0.0;
-  torch::Tensor tokens;
-  last->ffn_block.set_observer([&](const char* what, const torch::Tensor& x) {
-    if (std::strcmp(what, "output") == 0) mu = std::max(mu, max_token_norm(x, tokens));
-  });
-  over_batches(model, batches, [&](const ProfileBatch& b) {
-    tokens = b.src;
-    model->encoder->forward(b.src);
-  });
-  last->ffn_block.set_observer(nullptr);
-  return mu;
+  return max_block_output_norm(model, model->encoder->layers[trained_layers - 1]->as<EncoderLayerImpl>()->ffn_block,
+                               batches, [&](const ProfileBatch& b, torch::Tensor& tokens, double&) {
+                                 tokens = b.src;
+                                 model->encoder->forward(b.src);
+                               });
 }
 
 double max_decoder_input_norm(Seq2Seq& model, int64_t trained_layers, const std::vector<ProfileBatch>& batches) {
   if (trained_layers < 1 || trained_layers >= static_cast<int64_t>(model->decoder->layers->size())) return 0.0;
-  auto* last = model->decoder->layers[trained_layers - 1]->as<DecoderLayerImpl>();
-  double mu = 0.0;
-  torch::Tensor tokens;
-  last->ffn_block.set_observer([&](const char* what, const torch::Tensor& x) {
-    if (std::strcmp(what, "output") == 0) mu = std::max(mu, max_token_norm(x, tokens));
-  });
-  over_batches(model, batches, [&](const ProfileBatch& b) {
-    const auto encoder = model->encoder->forward(b.src);
-    mu = std::max(mu, max_token_norm(encoder.out, b.src));  // what the cross-attention reads
-    tokens = b.prev_output_tokens;
-    model->decoder->forward(b.prev_output_tokens, encoder);
-  });
-  last->ffn_block.set_observer(nullptr);
-  return mu;
+  return max_block_output_norm(model, model->decoder->layers[trained_layers - 1]->as<DecoderLayerImpl>()->ffn_block,
+                               batches, [&](const ProfileBatch& b, torch::Tensor& tokens, double& mu) {
+                                 const auto encoder = model->encoder->forward(b.src);
+                                 mu = std::max(mu, max_token_norm(encoder.out, b.src));  // what the cross-attention reads
+                                 tokens = b.prev_output_tokens;
+                                 model->decoder->forward(b.prev_output_tokens, encoder);
+                               });
 }
 
 GrownModel add_layers(const Seq2Seq& trained, const AddedLayers& added, uint64_t seed,
