@@ -394,6 +394,66 @@ void curvature_figures(const Source& s, const std::string& fig_dir, std::vector<
   }
 }
 
+// ---- final loss against the learning rate: cells that differ only in a grid key `lr` ----
+void lr_grid_figure(const Source& s, const std::string& fig_dir, std::vector<FigureRef>& out) {
+  std::map<std::string, std::map<double, double>> lines;  // configuration -> lr -> final valid loss
+  for (const auto& c : s.cells) {
+    double lr = std::nan("");
+    std::string label = c.name.substr(0, c.name.find('_'));
+    for (const auto& [k, v] : c.grid) {
+      if (k == "lr")
+        lr = to_double(v);
+      else
+        label += " " + k + "=" + v;
+    }
+    const auto m = recipe::cell_metrics(c);
+    const auto loss = m.find("final_valid_loss");
+    if (std::isfinite(lr) && loss != m.end() && std::isfinite(loss->second)) lines[label][lr] = loss->second;
+  }
+  LineFigure f = line_figure(s.prefix + "lr-grid", s.title + ": final validation loss against the learning rate",
+                             "peak learning rate", "final validation loss (nats/token)");
+  f.logx = true;
+  for (const auto& [label, points] : lines) {
+    if (points.size() < 2) continue;
+    Series line = series(label);
+    for (const auto& [lr, loss] : points) line.points.emplace_back(lr, loss);
+    f.series.push_back(line);
+  }
+  if (!f.series.empty() && draw(f, fig_dir))
+    out.push_back({"lr-grid", f.name, "Final validation loss against the peak learning rate, one line per "
+                                      "configuration (diverged runs left out; LR sensitivity: scripts/lr_sensitivity.py)"});
+}
+
+// ---- --trace-logits: the largest attention logit and log Z against the update ----
+void logit_figures(const Source& s, const std::string& fig_dir, std::vector<FigureRef>& out) {
+  for (const auto& c : s.cells) {
+    if (!has(c, "trace/attention_logits.csv") || !has(c, "trace/output_logits.csv")) continue;
+    LineFigure f = line_figure(s.prefix + "logits-" + c.name, c.name + ": attention and output logits", "update",
+                               "logit");
+    const auto attention = recipe::read_table(c.dir + "/trace/attention_logits.csv");
+    const int step = attention.column("step"), value = attention.column("max_logit");
+    std::map<double, double> largest;  // update -> max over heads and attentions
+    for (const auto& row : attention.rows) {
+      const double x = to_double(row[step]), y = to_double(row[value]);
+      if (std::isfinite(x) && std::isfinite(y)) largest[x] = std::max(largest.count(x) ? largest[x] : y, y);
+    }
+    Series a = series("largest |q.k|/sqrt(D), all heads");
+    for (const auto& [x, y] : largest) a.points.emplace_back(x, y);
+    f.series.push_back(a);
+    const auto output = recipe::read_table(c.dir + "/trace/output_logits.csv");
+    for (const auto& [column, title, dashed] : {std::make_tuple("max_log_z", "max log Z", false),
+                                                std::make_tuple("mean_log_z", "mean log Z", true)}) {
+      Series z = series(title, dashed);
+      const int zs = output.column("step"), zc = output.column(column);
+      for (const auto& row : output.rows) z.points.emplace_back(to_double(row[zs]), to_double(row[zc]));
+      f.series.push_back(z);
+    }
+    if (draw(f, fig_dir))
+      out.push_back({"logits", f.name, "The largest attention logit over every head, and the output's log Z, "
+                                       "against the update (" + c.name + ", trace/attention_logits.csv, output_logits.csv)"});
+  }
+}
+
 // ---- perturb: output change against depth ----
 void perturb_figures(const Source& s, const std::string& fig_dir, std::vector<FigureRef>& out, std::string& tables) {
   for (const auto& c : s.cells) {
@@ -562,6 +622,8 @@ ReportSummary write_report(const ReportOptions& options) {
     trace_figures(s, fig_dir, figures);
     perturb_figures(s, fig_dir, figures, tables);
     curvature_figures(s, fig_dir, figures);
+    lr_grid_figure(s, fig_dir, figures);
+    logit_figures(s, fig_dir, figures);
     hessian_figures(s, fig_dir, figures, tables);
     if (!tables.empty()) md += "\n### Measurements\n" + tables;
     if (!figures.empty()) md += "\n### Figures\n";
