@@ -5,13 +5,15 @@
 #include "analysis/probe.h"
 #include "commands.h"
 #include "core/dir_lock.h"
+#include "core/runtime.h"
+#include "dist_options.h"
 #include "input_options.h"
 #include "model_options.h"
 #include "precision_option.h"
 
 namespace normlab::app {
 
-Runner add_probe_command(CLI::App& app, const GlobalOptions&) {
+Runner add_probe_command(CLI::App& app, const GlobalOptions& global) {
   auto* cmd = app.add_subcommand("probe", "gradient and hidden-state norms at initialisation (Xiong et al. 2020)");
   struct Options {
     analysis::ProbeConfig config;
@@ -19,6 +21,7 @@ Runner add_probe_command(CLI::App& app, const GlobalOptions&) {
     bool no_dropout = false;
     std::string precision = "fp32";
     std::vector<double> lr_range{1e-6, 1e3};
+    DistCliOptions dist;
   };
   auto o = std::make_shared<Options>();
   auto& c = o->config;
@@ -55,7 +58,8 @@ Runner add_probe_command(CLI::App& app, const GlobalOptions&) {
       ->capture_default_str()->group(g);
   cmd->add_option("--sweep-d", c.sweep_d, "widths, at L = --encoder-layers")->delimiter(',')
       ->capture_default_str()->group(g);
-  return [o, schemes] {
+  add_dist_options(*cmd, o->dist);
+  return [o, schemes, &global] {
     auto& c = o->config;
     c.model = o->model.resolve(/*vocab_from_data=*/true);
     if (schemes->count() == 0) c.schemes = {o->model.scheme_name()};
@@ -65,9 +69,10 @@ Runner add_probe_command(CLI::App& app, const GlobalOptions&) {
     c.inputs.max_positions = c.model.max_positions;
     c.critical_lr_lo = o->lr_range.at(0);
     c.critical_lr_hi = o->lr_range.at(1);
-    std::optional<core::DirLock> lock;  // one writer per OUT (an empty --out is run_probe's to report)
-    if (!c.out.empty()) lock.emplace(c.out, "normlab probe");
-    analysis::run_probe(c);
+    auto job = join_job(o->dist, core::resolve_device(global.device));  // under a launcher: seeds split across ranks
+    std::optional<core::DirLock> lock;  // one writer per OUT, rank 0 (an empty --out is run_probe's to report)
+    if (!c.out.empty() && job.group.is_main()) lock.emplace(c.out, "normlab probe");
+    analysis::run_probe(c, job.group);
   };
 }
 

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <limits>
 #include <map>
@@ -23,6 +24,7 @@
 #include "core/file_io.h"
 #include "core/problems.h"
 #include "core/tokens.h"
+#include "data/vocab.h"
 #include "model/init.h"
 #include "model/seq2seq.h"
 #include "train/loss.h"
@@ -62,6 +64,47 @@ class SeedTable {
   std::map<Key, size_t> index_;
   std::vector<std::pair<Key, std::vector<std::vector<double>>>> rows_;
 };
+
+// A double through JSON exactly: finite numbers as numbers (nlohmann writes them so that they
+// read back bit for bit), NaN and infinities as strings (JSON has no such numbers).
+nlohmann::json exact(double v) {
+  if (std::isfinite(v)) return v;
+  return std::isnan(v) ? "nan" : (v > 0 ? "inf" : "-inf");
+}
+double exact(const nlohmann::json& j) {
+  if (j.is_number()) return j.get<double>();
+  const auto s = j.get<std::string>();
+  return s == "nan" ? kNaN : (s == "inf" ? std::numeric_limits<double>::infinity() : -std::numeric_limits<double>::infinity());
+}
+nlohmann::json exact(const std::vector<double>& v) {
+  auto out = nlohmann::json::array();
+  for (double x : v) out.push_back(exact(x));
+  return out;
+}
+std::vector<double> exact_vector(const nlohmann::json& j) {
+  std::vector<double> out;
+  for (const auto& x : j) out.push_back(exact(x));
+  return out;
+}
+
+// per_seed(s) for s = 0 .. seeds-1, split across the ranks of `group` (rank r takes the seeds
+// s = r mod WORLD_SIZE), every seed's result on every rank in seed order: each seed's work does
+// not depend on another's, so the results equal one process's bit for bit.
+std::vector<nlohmann::json> over_seeds(int64_t seeds, core::ProcessGroup& group,
+                                       const std::function<nlohmann::json(int64_t)>& per_seed) {
+  nlohmann::json mine = nlohmann::json::object();
+  for (int64_t s = group.rank(); s < seeds; s += group.size()) mine[std::to_string(s)] = per_seed(s);
+  std::vector<nlohmann::json> out(static_cast<size_t>(seeds));
+  if (group.size() == 1) {
+    for (int64_t s = 0; s < seeds; ++s) out[static_cast<size_t>(s)] = std::move(mine[std::to_string(s)]);
+    return out;
+  }
+  for (const auto& bytes : group.all_gather(mine.dump())) {
+    const auto theirs = nlohmann::json::parse(bytes);
+    for (const auto& [k, v] : theirs.items()) out.at(std::stoul(k)) = v;
+  }
+  return out;
+}
 
 // One mini-batch: token ids, or (analysis setting) Gaussian inputs x0 (B,T,C) and targets.
 struct ProbeBatch {
@@ -256,10 +299,11 @@ struct SchemeTables {
   SeedTable grads, hidden, ln;
 };
 
-SchemeTables probe_scheme(const ProbeConfig& c, const std::string& scheme, const BatchSource& source) {
-  SchemeTables t;
+SchemeTables probe_scheme(const ProbeConfig& c, const std::string& scheme, const BatchSource& source,
+                          core::ProcessGroup& group) {
   const auto m = scheme_config(c, scheme, source.vocab_size());
-  for (int64_t s = 0; s < c.seeds; ++s) {
+  auto key = [](const Key& k) { return nlohmann::json{std::get<0>(k), std::get<1>(k), std::get<2>(k)}; };
+  const auto results = over_seeds(c.seeds, group, [&](int64_t s) {
     const uint64_t seed = c.seed + static_cast<uint64_t>(s);
     const auto batches = make_probe_batches(c, source, seed);
     auto net = fresh_model(c, m, seed, batches.front());
@@ -292,24 +336,36 @@ SchemeTables probe_scheme(const ProbeConfig& c, const std::string& scheme, const
     }
     clear_observers(net);
     const double n = static_cast<double>(batches.size());
+    nlohmann::json r = {{"grads", nlohmann::json::array()}, {"hidden", nlohmann::json::array()},
+                        {"ln", nlohmann::json::array()}};
     for (const auto& [name, p] : params) {
       auto it = grad_sum.find(name);
       if (it == grad_sum.end()) continue;
       const auto site = param_site(name);
       // Xiong §3.3: ||E_batches[dL/dW]||_F, and E_batches ||dL/dW||_F beside it.
-      t.grads.add({site.stack, site.layer, name}, {(it->second / n).norm().item<double>(), norm_sum[name] / n});
+      r["grads"].push_back({key({site.stack, site.layer, name}),
+                            exact(std::vector<double>{(it->second / n).norm().item<double>(), norm_sum[name] / n})});
     }
     for (const auto& k : obs.hidden_order) {
       const auto& [sum, count] = obs.hidden.at(k);
-      t.hidden.add(k, {sum / count});
+      r["hidden"].push_back({key(k), exact(std::vector<double>{sum / count})});
     }
-    for (const auto& [k, v] : obs.ln) t.ln.add(k, v);
+    for (const auto& [k, v] : obs.ln) r["ln"].push_back({key(k), exact(v)});
     std::cerr << "  " << scheme << ": seed " << seed << " done (" << s + 1 << "/" << c.seeds << ")\n";
-  }
+    return r;
+  });
+  SchemeTables t;
+  for (const auto& r : results)
+    for (auto [table, name] : {std::make_pair(&t.grads, "grads"), std::make_pair(&t.hidden, "hidden"),
+                               std::make_pair(&t.ln, "ln")})
+      for (const auto& row : r.at(name))
+        table->add({row[0][0].get<std::string>(), row[0][1].get<int64_t>(), row[0][2].get<std::string>()},
+                   exact_vector(row[1]));
   return t;
 }
 
-void write_probe(const ProbeConfig& c, const nlohmann::json& config_json, const BatchSource& source) {
+void write_probe(const ProbeConfig& c, const nlohmann::json& config_json, const BatchSource& source,
+                 core::ProcessGroup& group) {
   std::ostringstream grads, hidden, ln;
   grads << "scheme,stack,layer,param,expected_grad_norm_mean,expected_grad_norm_std,mean_grad_norm_mean,"
            "mean_grad_norm_std\n";
@@ -319,7 +375,7 @@ void write_probe(const ProbeConfig& c, const nlohmann::json& config_json, const 
   for (const auto& scheme : c.schemes) {
     const auto start = Clock::now();
     std::cerr << "normlab probe: " << scheme << "\n";
-    const auto t = probe_scheme(c, scheme, source);
+    const auto t = probe_scheme(c, scheme, source, group);
     const auto m = scheme_config(c, scheme, source.vocab_size());
     nlohmann::json s;
     std::map<std::pair<std::string, int64_t>, std::array<double, 2>> ffn;  // fc1, fc2 expected
@@ -367,6 +423,7 @@ void write_probe(const ProbeConfig& c, const nlohmann::json& config_json, const 
                    static_cast<long long>(where.second), f[0], f[1], value, bound.c_str());
     }
   }
+  if (!group.is_main()) return;  // rank 0 writes OUT
   const std::filesystem::path out(c.out);
   std::filesystem::create_directories(out);
   core::write_file_atomic((out / "grad_norms.csv").string(), grads.str());
@@ -377,7 +434,8 @@ void write_probe(const ProbeConfig& c, const nlohmann::json& config_json, const 
 }
 
 // Theorem 1: ||dL/dW^{2,L}||_F of the last FFN weight against L and C.
-void write_sweep(const ProbeConfig& c, const nlohmann::json& config_json, const BatchSource& source) {
+void write_sweep(const ProbeConfig& c, const nlohmann::json& config_json, const BatchSource& source,
+                 core::ProcessGroup& group) {
   std::ostringstream csv;
   csv << "scheme,layers,d_model,seed,grad_norm\n";
   nlohmann::json slopes = nlohmann::json::object();
@@ -394,7 +452,7 @@ void write_sweep(const ProbeConfig& c, const nlohmann::json& config_json, const 
       pc.model.d_model = d;
       const auto m = scheme_config(pc, scheme, source.vocab_size());
       const std::string name = "encoder.layers." + std::to_string(layers - 1) + ".fc2.weight";
-      for (int64_t s = 0; s < c.seeds; ++s) {
+      const auto results = over_seeds(c.seeds, group, [&](int64_t s) {
         const uint64_t seed = c.seed + static_cast<uint64_t>(s);
         const auto batches = make_probe_batches(pc, source, seed);
         auto net = fresh_model(pc, m, seed, batches.front());
@@ -405,7 +463,11 @@ void write_sweep(const ProbeConfig& c, const nlohmann::json& config_json, const 
           batch_loss(net, b, 0.0).backward();
           sum += w.grad().to(torch::kFloat64).norm().item<double>();
         }
-        const double g = sum / static_cast<double>(batches.size());
+        return exact(sum / static_cast<double>(batches.size()));
+      });
+      for (int64_t s = 0; s < c.seeds; ++s) {
+        const uint64_t seed = c.seed + static_cast<uint64_t>(s);
+        const double g = exact(results[static_cast<size_t>(s)]);
         csv << scheme << "," << layers << "," << d << "," << seed << "," << csv_number(g) << "\n";
         if (d == d0) lx.push_back(static_cast<double>(layers)), ly.push_back(g);
         if (layers == l0) dx.push_back(static_cast<double>(d)), dy.push_back(g);
@@ -431,6 +493,7 @@ void write_sweep(const ProbeConfig& c, const nlohmann::json& config_json, const 
                  slopes[scheme]["slope_layers"].get<double>(), theory_layers,
                  slopes[scheme]["slope_d"].get<double>(), slopes[scheme]["theory_slope_d"].get<double>());
   }
+  if (!group.is_main()) return;  // rank 0 writes OUT
   const std::filesystem::path out(c.out);
   std::filesystem::create_directories(out);
   core::write_file_atomic((out / "sweep.csv").string(), csv.str());
@@ -444,7 +507,8 @@ void write_sweep(const ProbeConfig& c, const nlohmann::json& config_json, const 
 // 1e-8, no weight decay) beside the bound the curvature at initialisation puts on a stable
 // step: 2/lambda_1(H) for SGD, 38/lambda_1(P^-1 H) for Adam with the P of its first step
 // (curvature.h, kNext: (|g| + eps)(1 - beta1)).
-void write_critical_lr(const ProbeConfig& c, const nlohmann::json& config_json, const BatchSource& source) {
+void write_critical_lr(const ProbeConfig& c, const nlohmann::json& config_json, const BatchSource& source,
+                       core::ProcessGroup& group) {
   std::ostringstream csv;
   csv << "scheme,seed,optimizer,lr_c,bracketed,curvature,curvature_bound\n";
   nlohmann::json summary = nlohmann::json::object();
@@ -454,7 +518,7 @@ void write_critical_lr(const ProbeConfig& c, const nlohmann::json& config_json, 
   for (const auto& scheme : c.schemes) {
     const auto m = scheme_config(c, scheme, source.vocab_size());
     std::map<std::string, std::vector<double>> lrs, bounds;
-    for (int64_t s = 0; s < c.seeds; ++s) {
+    const auto results = over_seeds(c.seeds, group, [&](int64_t s) {
       const uint64_t seed = c.seed + static_cast<uint64_t>(s);
       auto batches = source.batches(seed, c.batches);
       auto net = fresh_model(c, m, seed, {batches.front(), {}, {}});
@@ -466,17 +530,25 @@ void write_critical_lr(const ProbeConfig& c, const nlohmann::json& config_json, 
       const double sharpness = largest_eigenvalue(hvp, rademacher(h.dim(), seed, h.dtype()), c.lanczos_steps).value;
       const double pre = first_step_preconditioned_sharpness(h, adam, gradient, rademacher(h.dim(), seed + 1, h.dtype()),
                                                              c.lanczos_steps);
+      nlohmann::json r = nlohmann::json::array();
       for (const auto& [name, oc, curvature] : {std::make_tuple("sgd", sgd, sharpness), std::make_tuple("adam", adam, pre)}) {
-        const auto r = critical_lr(h.params(), grads, oc, loss, c.critical_lr_lo, c.critical_lr_hi, c.critical_lr_tol);
+        const auto lr_c = critical_lr(h.params(), grads, oc, loss, c.critical_lr_lo, c.critical_lr_hi, c.critical_lr_tol);
         const double bound = stability_threshold(oc, 1.0) / curvature;  // the lr whose threshold is `curvature`
-        csv << scheme << "," << seed << "," << name << "," << csv_number(r.lr) << "," << (r.bracketed ? 1 : 0) << ","
-            << csv_number(curvature) << "," << csv_number(bound) << "\n";
-        lrs[name].push_back(r.lr);
-        bounds[name].push_back(bound);
+        r.push_back({name, exact(lr_c.lr), lr_c.bracketed, exact(curvature), exact(bound)});
         std::fprintf(stderr, "  %s seed %llu %s: lr_c %.4g, curvature bound %.4g\n", scheme.c_str(),
-                     static_cast<unsigned long long>(seed), name, r.lr, bound);
+                     static_cast<unsigned long long>(seed), name, lr_c.lr, bound);
       }
-    }
+      return r;
+    });
+    for (int64_t s = 0; s < c.seeds; ++s)
+      for (const auto& row : results[static_cast<size_t>(s)]) {
+        const auto name = row[0].get<std::string>();
+        const double lr = exact(row[1]), curvature = exact(row[3]), bound = exact(row[4]);
+        csv << scheme << "," << c.seed + static_cast<uint64_t>(s) << "," << name << "," << csv_number(lr) << ","
+            << (row[2].get<bool>() ? 1 : 0) << "," << csv_number(curvature) << "," << csv_number(bound) << "\n";
+        lrs[name].push_back(lr);
+        bounds[name].push_back(bound);
+      }
     auto median = [](std::vector<double> v) {
       std::sort(v.begin(), v.end());
       return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
@@ -484,6 +556,7 @@ void write_critical_lr(const ProbeConfig& c, const nlohmann::json& config_json, 
     for (const char* name : {"sgd", "adam"})
       summary[scheme][name] = {{"median_lr_c", median(lrs[name])}, {"median_curvature_bound", median(bounds[name])}};
   }
+  if (!group.is_main()) return;  // rank 0 writes OUT
   const std::filesystem::path out(c.out);
   std::filesystem::create_directories(out);
   core::write_file_atomic((out / "critical_lr.csv").string(), csv.str());
@@ -547,6 +620,11 @@ double log_log_slope(const std::vector<double>& x, const std::vector<double>& y)
 }
 
 void run_probe(const ProbeConfig& c) {
+  core::ProcessGroup one;
+  run_probe(c, one);
+}
+
+void run_probe(const ProbeConfig& c, core::ProcessGroup& group) {
   core::throw_if_problems(c.problems());
   nlohmann::json config_json = {{"schemes", c.schemes},
                                 {"scheme_settings", model::schemes_json(c.schemes, c.overrides)},
@@ -574,10 +652,18 @@ void run_probe(const ProbeConfig& c) {
     config_json["critical_lr_settings"] = {{"range", {c.critical_lr_lo, c.critical_lr_hi}},
                                            {"tol", c.critical_lr_tol},
                                            {"lanczos_steps", c.lanczos_steps}};
-  const BatchSource source(c.inputs, c.out);
-  if (c.sweep) write_sweep(c, config_json, source);
-  else if (c.critical_lr) write_critical_lr(c, config_json, source);
-  else write_probe(c, config_json, source);
+  // Rank 0 trains the vocabulary (when one is trained) and caches the corpus; the others then read them.
+  auto inputs = c.inputs;
+  if (!group.is_main()) {
+    group.barrier();
+    if (!inputs.train_prefix.empty() && inputs.vocab_path.empty())
+      inputs.vocab_path = (std::filesystem::path(c.out) / "vocab" / data::kVocabModelFile).string();
+  }
+  const BatchSource source(inputs, c.out);
+  if (group.is_main()) group.barrier();
+  if (c.sweep) write_sweep(c, config_json, source, group);
+  else if (c.critical_lr) write_critical_lr(c, config_json, source, group);
+  else write_probe(c, config_json, source, group);
 }
 
 }  // namespace normlab::analysis

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "analysis/inputs.h"
+#include "core/process_group.h"
 #include "model/config.h"
 #include "model/precision.h"
 
@@ -55,8 +56,12 @@ struct ProbeConfig {
   std::vector<std::string> problems() const;  // every problem, naming the option
 };
 
-// Runs the probe (or the sweep) and writes the files above; a summary goes to stderr.
-void run_probe(const ProbeConfig& config);
+// Runs the probe (or the sweep, or --critical-lr) and writes the files above; a summary goes to
+// stderr. Under a launcher the seeds are split across the ranks of `group` (each seed's work on
+// one rank, the results gathered in seed order: the files equal one process's) and rank 0
+// alone writes OUT (docs/distributed.md).
+void run_probe(const ProbeConfig& config, core::ProcessGroup& group);
+void run_probe(const ProbeConfig& config);  // one process
 
 // Least-squares slope of log(y) against log(x).
 double log_log_slope(const std::vector<double>& x, const std::vector<double>& y);
