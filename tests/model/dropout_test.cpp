@@ -1,6 +1,8 @@
 // The counter-based dropout: keep rate, scaling, the same mask in backward (and double
 // backward), reproducibility under torch::manual_seed, independence of the thread count.
 #include <cmath>
+#include <limits>
+#include <vector>
 
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
@@ -9,6 +11,34 @@
 #include "model/dropout.h"
 
 namespace nm = normlab::model;
+
+namespace {
+
+// The mask as dropout.h defines it, written out element by element: element i of a call with
+// seed s is kept when the 32 bits of splitmix64(s + (i / 2) * 0x9e3779b97f4a7c15) for i (the
+// low half for even i, the high half for odd i) are >= p 2^32. The seed is the call's draw
+// from torch's default generator.
+std::vector<bool> reference_keep(int64_t n, uint64_t seed, double p) {
+  auto splitmix64 = [](uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  };
+  const auto threshold = static_cast<uint32_t>(p * 4294967296.0);
+  std::vector<bool> keep(n);
+  for (int64_t i = 0; i < n; ++i) {
+    const uint64_t h = splitmix64(seed + static_cast<uint64_t>(i / 2) * 0x9e3779b97f4a7c15ULL);
+    keep[i] = static_cast<uint32_t>(i % 2 == 0 ? h : h >> 32) >= threshold;
+  }
+  return keep;
+}
+
+uint64_t next_draw() {
+  return static_cast<uint64_t>(
+      torch::randint(std::numeric_limits<int64_t>::max(), {1}, torch::kInt64).item<int64_t>());
+}
+
+}  // namespace
 
 TEST(Dropout, KeepsOneMinusPOfTheElementsScaledByItsInverse) {
   torch::manual_seed(0);
@@ -20,6 +50,33 @@ TEST(Dropout, KeepsOneMinusPOfTheElementsScaledByItsInverse) {
   const double rate = kept.to(torch::kFloat64).mean().item<double>();
   EXPECT_NEAR(rate, 1 - p, 4 * std::sqrt(p * (1 - p) / n));  // 4 standard deviations
   EXPECT_TRUE(torch::allclose(y.masked_select(kept), torch::full_like(y.masked_select(kept), 1 / (1 - p))));
+}
+
+TEST(Dropout, MaskIsTheDocumentedHashInEveryDtype) {
+  // Odd sizes (the last pair half used), blocks of the kernel and several threads' ranges; the
+  // kept values scaled in float (double for double), the fused add in the residual's type.
+  for (int64_t n : {1, 7, 513, 40001}) {
+    for (auto dtype : {torch::kFloat64, torch::kFloat32, torch::kBFloat16, torch::kHalf}) {
+      const double p = 0.3;
+      auto x = torch::randn({n}, torch::kFloat64).to(dtype);
+      torch::manual_seed(n);
+      const auto keep = reference_keep(n, next_draw(), p);
+      torch::manual_seed(n);
+      auto y = nm::dropout(x, p, true);
+      auto math = dtype == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
+      auto mask = torch::empty({n}, torch::kFloat64);
+      for (int64_t i = 0; i < n; ++i) mask[i] = keep[i] ? 1.0 : 0.0;
+      auto expected = (x.to(math) * mask.to(math) * static_cast<float>(1 / (1 - p))).to(dtype);
+      if (dtype == torch::kFloat64) expected = x * mask * (1 / (1 - p));
+      EXPECT_TRUE(torch::equal(y, expected)) << n << " " << dtype;
+
+      auto r = torch::randn({n}, torch::kFloat64).to(math);
+      torch::manual_seed(n);
+      auto sum = nm::dropout_add(r, x, p, true);
+      auto scale = dtype == torch::kFloat64 ? 1 / (1 - p) : static_cast<float>(1 / (1 - p));
+      EXPECT_TRUE(torch::equal(sum, r + x.to(math) * mask.to(math) * scale)) << n << " " << dtype;
+    }
+  }
 }
 
 TEST(Dropout, IsTheIdentityInEvaluationOrWithPZero) {
