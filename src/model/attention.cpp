@@ -7,6 +7,7 @@
 
 #include "model/dropout.h"
 #include "model/linear.h"
+#include "model/precision.h"
 
 namespace normlab::model {
 
@@ -41,8 +42,8 @@ std::vector<torch::Tensor> MultiheadAttentionImpl::project(
     const torch::Tensor& x, std::initializer_list<const torch::nn::Linear*> layers) const {
   std::vector<torch::Tensor> weights, biases;
   for (const auto* l : layers) {
-    weights.push_back((*l)->weight);
-    biases.push_back((*l)->bias);
+    weights.push_back(autocast_operand((*l)->weight));
+    biases.push_back(autocast_operand((*l)->bias));
   }
   auto y = torch::linear(x, torch::cat(weights), torch::cat(biases));  // (B,L,n*C)
   std::vector<torch::Tensor> out;

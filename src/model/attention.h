@@ -55,8 +55,9 @@ class MultiheadAttentionImpl : public torch::nn::Module {
   // (B,T,C) -> (B,H,T,D)
   torch::Tensor split_heads(const torch::Tensor& x) const;
   // x (B,L,C) through the given projections as one matrix product (their weights stacked): one
-  // read of x, one cast of it under mixed precision, and the input's gradient summed inside the
-  // product. Returns each projection's (B,H,L,D).
+  // read of x, one cast of it under mixed precision (the weights stacked after their cached
+  // casts), and the input's gradient summed inside the product. Returns each projection's
+  // (B,H,L,D).
   std::vector<torch::Tensor> project(const torch::Tensor& x,
                                      std::initializer_list<const torch::nn::Linear*> layers) const;
   // q (B,H,T,D) already scaled, k, v (B,H,S,D) -> (B,T,C)

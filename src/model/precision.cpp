@@ -70,6 +70,12 @@ PrecisionGuard::~PrecisionGuard() {
   at::autocast::set_autocast_dtype(device_type_, was_dtype_);
 }
 
+torch::Tensor autocast_operand(const torch::Tensor& w) {
+  const auto type = w.device().type();
+  if (!at::autocast::is_autocast_enabled(type)) return w;
+  return at::autocast::cached_cast(at::autocast::get_autocast_dtype(type), w, type);
+}
+
 torch::Tensor float_if_reduced(const torch::Tensor& t) {
   const auto s = t.scalar_type();
   return s == torch::kBFloat16 || s == torch::kHalf ? t.to(torch::kFloat) : t;

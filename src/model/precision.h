@@ -44,6 +44,12 @@ class PrecisionGuard {
   c10::ScalarType was_dtype_;
 };
 
+// `w` as autocast hands it to a matrix product in the current scope: in the low precision
+// (cast once per outermost guard, from autocast's cache) when a guard is active on w's device,
+// else `w` itself. For code that transforms weights before the product (attention stacks its
+// q, k, v weights: stacking the cast weights moves half the bytes and reuses the cache).
+torch::Tensor autocast_operand(const torch::Tensor& w);
+
 // `t` in float32 when it is bf16 or fp16, else `t` itself: log-probabilities and the loss are
 // computed in fp32 from low-precision logits (fairseq's get_normalized_probs does `.float()`).
 torch::Tensor float_if_reduced(const torch::Tensor& t);

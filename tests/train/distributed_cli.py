@@ -5,7 +5,7 @@ on Multi30k val, seconds each.
 - Equivalence: 2 ranks x --update-freq 1 and 1 rank x --update-freq 2 walk the same batches;
   their parameters after every update are bit-identical (dropout off: each rank has its own
   dropout stream), across an epoch end whose last update has one batch for two ranks, while
-  both measure the curvature series, which agrees to float32 summation (1e-4).
+  both measure the curvature series, which agrees to float32 summation (1e-4; 1e-3 at update 0).
 - torchrun --standalone --no-python starts the same job (its agent serves the store).
 - Faults: rank 1 killed with SIGKILL after a checkpoint makes rank 0 stop, non-zero, naming
   the lost rank, within seconds; launching again resumes from the last intact checkpoint and
@@ -91,10 +91,12 @@ def main():
     check([key(x) for x in records(one)] == [key(x) for x in records(two)],
           "the same records (losses, gradient norms, validations) from 1 rank and 2 ranks")
     series = [[json.loads(l) for l in open(os.path.join(run, "curvature.jsonl"))] for run in (one, two)]
-    close = lambda x, y: abs(x - y) <= 1e-4 * max(abs(x), abs(y))
+    close = lambda x, y, tol=1e-4: abs(x - y) <= tol * max(abs(x), abs(y))
+    # At update 0 the preconditioner holds only the probe gradient's squares (P^-1 spans ~1e5):
+    # there the summation order moves lambda_1(P^-1 H) by 2.4e-5 (Xeon) to 2.8e-4 (EPYC), relative.
     check([x["step"] for x in series[0]] == [x["step"] for x in series[1]] and len(series[0]) > 3 and
           all(close(a["lambda_max"], b["lambda_max"]) and
-              close(a["preconditioned_lambda_max"], b["preconditioned_lambda_max"])
+              close(a["preconditioned_lambda_max"], b["preconditioned_lambda_max"], 1e-3 if a["step"] == 0 else 1e-4)
               for a, b in zip(series[0], series[1])),
           f"the curvature series of 2 ranks against 1 (float32 sums in another order): {series}")
     saved = torch.load(os.path.join(two, "checkpoints", "checkpoint_last.pt"))
