@@ -3,6 +3,7 @@ failed checks collected, reported and turned into the exit code."""
 import argparse
 import os
 import shutil
+import socket
 import sys
 
 
@@ -70,3 +71,10 @@ def same_parameters(a, b):
 
     pa, pb = parameters(a), parameters(b)
     return pa.keys() == pb.keys() and all(torch.equal(pa[k], pb[k]) for k in pa)
+
+
+def free_port():
+    """A TCP port on 127.0.0.1 free at the moment of asking (for a rank-0 store)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

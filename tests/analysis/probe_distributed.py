@@ -5,18 +5,11 @@ run's byte for byte (probe.json: all but the wall times). Three modes: the gradi
 Multi30k val batches with a vocabulary trained by rank 0, --sweep, and --critical-lr."""
 import json
 import os
-import socket
 import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import cli_setup  # noqa: E402
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def without_wall(j):
@@ -44,7 +37,7 @@ def main():
         one, two = w(mode + "-one"), w(mode + "-two")
         r = subprocess.run([*cmd, "--out", one], capture_output=True, text=True, timeout=300)
         check(r.returncode == 0, f"{mode}, one process: {r.stderr[-400:]}")
-        port = free_port()
+        port = cli_setup.free_port()
         procs = [subprocess.Popen([*cmd, "--out", two, "--dist-timeout", "60"],
                                   env=dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
                                            WORLD_SIZE="2", RANK=str(rank)),

@@ -31,12 +31,6 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import cli_setup  # noqa: E402
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def digest(path):
     return hashlib.sha256(open(path, "rb").read()).hexdigest()
 
@@ -68,7 +62,7 @@ def main():
         return [(p.returncode, e) for p, e in zip(procs, errs)]
 
     def two_ranks(out, *extra, dropout="0", port=None):
-        port = port or free_port()
+        port = port or cli_setup.free_port()
         return launch([(argv(out, *extra, dropout=dropout), env(r, 2, port)) for r in range(2)])
 
     # 1. Equivalence, over an epoch end (Multi30k val at 1500 tokens: an odd number of batches).
@@ -119,7 +113,7 @@ def main():
     limits = ("--max-steps", "24", "--save-interval-updates", "10")
     results = two_ranks(straight, *limits, dropout="0.3")
     check(all(rc == 0 for rc, _ in results), f"uninterrupted 2-rank run failed: {results}")
-    port = free_port()
+    port = cli_setup.free_port()
     procs = [subprocess.Popen(argv(killed, *limits, "--dist-timeout", "10", dropout="0.3"), env=env(r, 2, port),
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for r in range(2)]
     marker = os.path.join(killed, "checkpoints", "checkpoint_1_10.pt")
@@ -150,24 +144,24 @@ def main():
         port = busy.getsockname()[1]
         [(rc, err)] = launch([(argv(w("busy"), *quick), env(0, 2, port))], timeout=60)
         check(rc == 2 and f"MASTER_PORT={port}" in err and "in use" in err, f"a port in use: {rc} {err}")
-    [(rc, err)] = launch([(argv(w("alone"), *quick), env(0, 2, free_port()))], timeout=60)
+    [(rc, err)] = launch([(argv(w("alone"), *quick), env(0, 2, cli_setup.free_port()))], timeout=60)
     check(rc == 2 and "rank 1 of 2 did not join" in err, f"a missing rank: {rc} {err}")
-    port = free_port()
+    port = cli_setup.free_port()
     results = launch([(argv(w("sizes"), *quick), env(0, 2, port)), (argv(w("sizes"), *quick), env(1, 3, port))],
                      timeout=60)
     check(all(rc == 2 for rc, _ in results) and "WORLD_SIZE=3 but rank 0 has WORLD_SIZE=2" in results[1][1],
           f"another WORLD_SIZE: {results}")
-    port = free_port()
+    port = cli_setup.free_port()
     results = launch([(argv(w("lrs"), *quick), env(0, 2, port)),
                       (argv(w("lrs"), *quick, "--lr", "2e-3"), env(1, 2, port))], timeout=60)
     check(all(rc == 2 and "rank 1 runs another job than rank 0: /config/schedule/lr is 0.001 on rank 0 but 0.002 on rank 1" in err for rc, err in results),
           f"another --lr on rank 1: {results}")
-    port = free_port()
+    port = cli_setup.free_port()
     results = launch([(argv(w("twice"), "--max-steps", "60", "--dist-timeout", "20"), env(r, 2, port))
                       for r in (0, 1, 1)], timeout=120)  # long enough for the third process to arrive
     check(sorted(rc for rc, _ in results) == [0, 0, 2] and
           sum("rank 1 was started twice" in err for _, err in results) == 1, f"a rank started twice: {results}")
-    [(rc, err)] = launch([(argv(w("bad"), *quick), env(0, 2, free_port(), RANK="2"))], timeout=60)
+    [(rc, err)] = launch([(argv(w("bad"), *quick), env(0, 2, cli_setup.free_port(), RANK="2"))], timeout=60)
     check(rc == 2 and "RANK=2" in err, f"RANK outside WORLD_SIZE: {rc} {err}")
 
     # 5. One writer per folder; a complete run is left alone; a stop inside an epoch is recorded.
