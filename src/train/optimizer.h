@@ -108,6 +108,9 @@ class Optimizer {
     int64_t step = 0;                                    // updates of this parameter
   };
   void update(torch::Tensor& p, const torch::Tensor& grad, Slot& s, double lr);
+  // Adam and AdamW on every parameter of `ready` in ATen's fused kernel; false (nothing done)
+  // where it does not apply (another optimiser, a non-contiguous tensor).
+  bool fused_adam_update(const std::vector<size_t>& ready, double lr);
   void init_moments(Slot& s, const torch::Tensor& p, const torch::Tensor& g) const;
 
   NamedTensors params_;
