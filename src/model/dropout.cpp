@@ -25,15 +25,21 @@ kernels::MaskBits mask_bits(int64_t n, uint64_t seed, double p) {
   return {seed, static_cast<uint32_t>(p * 4294967296.0), n};
 }
 
+// f(begin, end) over the element pairs of `bits`, split between the intra-op threads (the mask
+// does not depend on the split).
+template <class F>
+void for_pair_ranges(const kernels::MaskBits& bits, const F& f) {
+  at::parallel_for(0, (bits.n + 1) / 2, kPairsPerTask, f);
+}
+
 // The mask of (seed, p) applied to x, the result in out_type (dropout() then a cast, one pass).
 torch::Tensor masked(const torch::Tensor& x, uint64_t seed, double p, c10::ScalarType out_type) {
   auto in = x.contiguous();
   auto out = torch::empty(in.sizes(), in.options().dtype(out_type));
   const auto bits = mask_bits(in.numel(), seed, p);
-  const bool wide = avx512_kernels();
-  at::parallel_for(0, (in.numel() + 1) / 2, kPairsPerTask, [&](int64_t begin, int64_t end) {
-    (wide ? kernels::mask_range_avx512 : kernels::mask_range)(bits, in.scalar_type(), in.data_ptr(), out_type,
-                                                             out.data_ptr(), p, begin, end);
+  const auto kernel = avx512_kernels() ? kernels::mask_range_avx512 : kernels::mask_range;
+  for_pair_ranges(bits, [&](int64_t begin, int64_t end) {
+    kernel(bits, in.scalar_type(), in.data_ptr(), out_type, out.data_ptr(), p, begin, end);
   });
   return out;
 }
@@ -71,10 +77,9 @@ class AddMaskedFunction : public torch::autograd::Function<AddMaskedFunction> {
     auto r = residual.contiguous(), v = y.contiguous();
     auto out = torch::empty_like(r);
     const auto bits = mask_bits(r.numel(), static_cast<uint64_t>(seed), p);
-    const bool wide = avx512_kernels();
-    at::parallel_for(0, (r.numel() + 1) / 2, kPairsPerTask, [&](int64_t begin, int64_t end) {
-      (wide ? kernels::add_mask_range_avx512 : kernels::add_mask_range)(
-          bits, r.scalar_type(), r.data_ptr(), v.scalar_type(), v.data_ptr(), out.data_ptr(), p, begin, end);
+    const auto kernel = avx512_kernels() ? kernels::add_mask_range_avx512 : kernels::add_mask_range;
+    for_pair_ranges(bits, [&](int64_t begin, int64_t end) {
+      kernel(bits, r.scalar_type(), r.data_ptr(), v.scalar_type(), v.data_ptr(), out.data_ptr(), p, begin, end);
     });
     return out;
   }

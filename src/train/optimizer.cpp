@@ -1,12 +1,12 @@
 #include "train/optimizer.h"
 
 #include <cmath>
-#include <map>
-#include <tuple>
 #include <cstdio>
+#include <map>
 #include <set>
 #include <sstream>
 #include <stdexcept>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
@@ -188,14 +188,14 @@ bool Optimizer::fused_adam_update(const std::vector<size_t>& ready, double lr) {
     const auto& p = params_[i].second;
     if (!p.is_contiguous() || !p.grad().is_contiguous() || p.grad().scalar_type() != p.scalar_type()) return false;
   }
-  std::map<std::tuple<double, c10::ScalarType, std::string>, std::vector<size_t>> groups;
+  std::map<std::tuple<double, c10::ScalarType, c10::DeviceType, c10::DeviceIndex>, std::vector<size_t>> groups;
   for (size_t i : ready) {
     const auto& p = params_[i].second;
     auto& s = slots_[i];
     if (!s.exp_avg.defined())  // the moments' start sees Adam's L2 penalty in the gradient, as update()
       init_moments(s, p, c.kind == OptimizerKind::kAdam && c.weight_decay != 0.0 ? p.grad().add(p, c.weight_decay) : p.grad());
     ++s.step;
-    groups[{lr_scales_[i], p.scalar_type(), p.device().str()}].push_back(i);
+    groups[{lr_scales_[i], p.scalar_type(), p.device().type(), p.device().index()}].push_back(i);
   }
   const auto [beta1, beta2] = c.betas;
   for (const auto& [key, members] : groups) {
