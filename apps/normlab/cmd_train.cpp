@@ -89,6 +89,9 @@ Runner add_train_command(CLI::App& app, const GlobalOptions& global) {
       ->capture_default_str()->group(data);
   cmd->add_option("--update-freq", c.update_freq, "batches accumulated per update")
       ->capture_default_str()->group(data);
+  cmd->add_option("--bucket-cap-mb", c.bucket_cap_mb,
+                  "several ranks: MB of gradients per all-reduce bucket (DDP's bucket_cap_mb; the first 1 MB)")
+      ->capture_default_str()->group(data);
   cmd->add_option("--max-pairs", c.max_pairs, "train on the first N pairs of --train only (0: all)")
       ->capture_default_str()->group(data);
   o->model.add_to(*cmd, /*with_vocab_size=*/false);

@@ -99,12 +99,13 @@ struct ProcessGroup::Impl {
   c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<c10d::Backend> backend;
 
-  // Runs one collective to completion. When it fails, every rank still alive says so through
-  // the store, and those that do not within a few seconds are named as lost; when the store
-  // itself is gone, so is rank 0, whose process serves it (without torchrun's agent store).
-  void run(const char* op, const std::function<c10::intrusive_ptr<c10d::Work>()>& start) {
+  // Runs `step` of collective `op` (its start, or its wait). When it fails, every rank still
+  // alive says so through the store, and those that do not within a few seconds are named as
+  // lost; when the store itself is gone, so is rank 0, whose process serves it (without
+  // torchrun's agent store).
+  void guard(const char* op, const std::function<void()>& step) {
     try {
-      start()->wait(timeout);
+      step();
     } catch (const std::exception& e) {
       const std::string cause = std::string(op) + " failed: " + first_line(e);
       std::vector<int> lost;
@@ -120,6 +121,11 @@ struct ProcessGroup::Impl {
       throw std::runtime_error("rank " + std::to_string(rank) + " of " + std::to_string(size) + ": lost rank" +
                                (lost.size() > 1 ? "s " : " ") + rank_list(lost) + " (no answer after " + cause + ")");
     }
+  }
+
+  // Runs one collective to completion.
+  void run(const char* op, const std::function<c10::intrusive_ptr<c10d::Work>()>& start) {
+    guard(op, [&] { start()->wait(timeout); });
   }
 };
 
@@ -181,6 +187,23 @@ void ProcessGroup::all_reduce_sum(at::Tensor& tensor) {
   if (impl_->size == 1) return;
   std::vector<at::Tensor> one = {tensor};
   impl_->run("all_reduce", [&] { return impl_->backend->allreduce(one); });
+}
+
+void ProcessGroup::Pending::wait() {
+  if (!wait_) return;
+  auto wait = std::move(wait_);
+  wait_ = nullptr;
+  wait();
+}
+
+ProcessGroup::Pending ProcessGroup::start_all_reduce_sum(at::Tensor& tensor) {
+  Pending pending;
+  if (impl_->size == 1) return pending;
+  std::vector<at::Tensor> one = {tensor};
+  c10::intrusive_ptr<c10d::Work> work;
+  impl_->guard("all_reduce", [&] { work = impl_->backend->allreduce(one); });
+  pending.wait_ = [impl = impl_, work] { impl->guard("all_reduce", [&] { work->wait(impl->timeout); }); };
+  return pending;
 }
 
 void ProcessGroup::broadcast(at::Tensor& tensor, int root) {

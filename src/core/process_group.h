@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -41,6 +42,21 @@ class ProcessGroup {
   // In place, every rank a contiguous tensor of the same shape and dtype. A rank lost during a
   // collective becomes std::runtime_error naming it, on every rank left (never a hang).
   void all_reduce_sum(at::Tensor& tensor);
+
+  // A collective started and not yet waited for.
+  class Pending {
+   public:
+    // Waits for it; a failure as the blocking collectives'. Nothing when none is pending.
+    void wait();
+
+   private:
+    friend class ProcessGroup;
+    std::function<void()> wait_;
+  };
+  // all_reduce_sum that returns once the collective is queued (c10d's async work): `tensor`
+  // must stay alive and untouched until wait(). Every rank must start its collectives in the
+  // same order.
+  Pending start_all_reduce_sum(at::Tensor& tensor);
   void broadcast(at::Tensor& tensor, int root = 0);
   // Every rank's `bytes`, indexed by rank.
   std::vector<std::string> all_gather(const std::string& bytes);

@@ -224,6 +224,8 @@ std::vector<std::string> TrainConfig::problems() const {
   if (valid_prefix.empty()) out.push_back("--valid is required");
   if (out.empty() && this->out.empty()) out.push_back("--out is required");
   if (update_freq < 1) out.push_back("--update-freq must be >= 1, got " + std::to_string(update_freq));
+  if (!(bucket_cap_mb > 0 && bucket_cap_mb <= 4096))
+    out.push_back("--bucket-cap-mb must be in (0, 4096], got " + std::to_string(bucket_cap_mb));
   if (max_epochs < 0 || max_steps < 0) out.push_back("--max-epochs and --max-steps must be >= 0");
   if (max_epochs == 0 && max_steps == 0) out.push_back("set --max-epochs or --max-steps");
   if (log_interval < 1) out.push_back("--log-interval must be >= 1, got " + std::to_string(log_interval));
@@ -307,6 +309,7 @@ void to_json(nlohmann::json& j, const TrainConfig& c) {
          {"sentences", c.curvature.sentences},
          {"steps", c.curvature.steps},
          {"preconditioner", to_string(c.curvature.preconditioner)}}},
+       {"distributed", {{"bucket_cap_mb", c.bucket_cap_mb}}},
        {"eval",
         {{"eval_bleu", c.eval_bleu},
          {"best_metric", c.best_metric == BestMetric::kBleu ? "bleu" : "loss"}}}};
@@ -518,7 +521,7 @@ TrainResult train(const TrainConfig& config, const TrainHooks& hooks, const torc
   std::vector<std::pair<std::string, torch::Tensor>> named;
   for (const auto& p : net->named_parameters()) named.emplace_back(p.key(), p.value());
   if (!resumed) broadcast_parameters(net->parameters(), group);  // DDP: every rank starts from rank 0's
-  GradientReducer reducer(net->parameters(), group);
+  GradientReducer reducer(net->parameters(), group, c.bucket_cap_mb);
   Optimizer optimizer(named, c.optimizer);
   if (c.init_from.pretrained_lr_scale != 1.0) {
     auto trained = c.model;
@@ -641,7 +644,8 @@ TrainResult train(const TrainConfig& config, const TrainHooks& hooks, const torc
   };
   auto log_clock = Clock::now();
   Sums window;  // since the last metrics record
-  double sync_s = 0;  // since the last record: in the collectives of several ranks (their waiting included)
+  double sync_s = 0;  // since the last record: waiting for collectives after backward (several ranks)
+  int64_t overlapped = 0, reduced = 0;  // gradient buckets since the last record: started during backward, all
   double lr = 0, grad_norm = 0;  // of the last update
   // The training record of the updates since the last one (every --log-interval, and at the end).
   auto record_window = [&](int64_t n_batches) {
@@ -656,7 +660,10 @@ TrainResult train(const TrainConfig& config, const TrainHooks& hooks, const torc
                              {"tokens", window.tokens},
                              {"tokens_per_s", tokens_since_log / secs},
                              {"wall_s", wall()}};
-    if (group.size() > 1) record["sync_s"] = sync_s;
+    if (group.size() > 1) {
+      record["sync_s"] = sync_s;
+      record["overlap"] = reduced > 0 ? static_cast<double>(overlapped) / static_cast<double>(reduced) : 0.0;
+    }
     if (scaler) record["loss_scale"] = scaler->scale();
     log.record(record);
     std::ostringstream line;
@@ -668,6 +675,7 @@ TrainResult train(const TrainConfig& config, const TrainHooks& hooks, const torc
     log.line(line.str());
     window = Sums{};
     sync_s = 0;
+    overlapped = reduced = 0;
     tokens_since_log = 0;
     log_clock = Clock::now();
   };
@@ -716,14 +724,18 @@ TrainResult train(const TrainConfig& config, const TrainHooks& hooks, const torc
       // One update: the next update_freq x WORLD_SIZE batches of the epoch's order (fewer at
       // its end), each rank taking every WORLD_SIZE-th; gradient of the loss summed over all of
       // them, divided by their target tokens (fairseq, REFERENCE §8).
-      net->zero_grad();
+      reducer.zero_grad();
       Sums update;
       const bool tracing = observer && observer->active(pos.update + 1);
       if (tracing) observer->begin(pos.update + 1);
       const int64_t span = std::min(update_batches, n_batches - pos.next_batch);
       const data::Shard shard{group.rank(), group.size()};
+      int64_t last_owned = -1;
+      for (int64_t j = 0; j < span; ++j)
+        if (shard.owns(j)) last_owned = j;
       for (int64_t j = 0; j < span; ++j) {
         if (!shard.owns(j)) continue;
+        if (j == last_owned) reducer.arm();  // this backward's hooks start the gradient all-reduce
         auto b = gather(train_corpus, batches[static_cast<size_t>(pos.next_batch + j)]);
         if (tracing) observer->batch(b.src, b.prev_output_tokens);
         auto logits = net->forward(b.src.to(device), b.prev_output_tokens.to(device));
@@ -736,6 +748,9 @@ TrainResult train(const TrainConfig& config, const TrainHooks& hooks, const torc
       }
       pos.next_batch += span;
       const auto sync_start = Clock::now();
+      reducer.finish();  // first: every rank starts its collectives in the same order
+      overlapped += reducer.overlapped();
+      reduced += reducer.buckets();
       update = all_reduced(update, group);
       if (!std::isfinite(update.loss)) {
         log.record({{"event", "diverged"}, {"step", pos.update + 1}, {"epoch", pos.epoch}, {"loss", nullptr}});
@@ -745,7 +760,6 @@ TrainResult train(const TrainConfig& config, const TrainHooks& hooks, const torc
         done = true;
         break;
       }
-      reducer.all_reduce();
       sync_s += std::chrono::duration<double>(Clock::now() - sync_start).count();
       for (auto& p : net->parameters())
         if (p.grad().defined())

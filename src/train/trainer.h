@@ -22,6 +22,7 @@
 #include "model/precision.h"
 #include "model/stacking.h"
 #include "train/bleu_validator.h"
+#include "train/grad_reducer.h"
 #include "train/loss.h"
 #include "train/loss_scaler.h"
 #include "train/optimizer.h"
@@ -55,6 +56,7 @@ struct TrainConfig {
   data::VocabTrainOptions vocab;     // the joint BPE model trained on the training text
   data::BatchingConfig batching;     // --max-tokens, --max-sentences
   int64_t update_freq = 1;           // batches accumulated per optimiser step
+  double bucket_cap_mb = kBucketCapMb;  // several ranks: gradient all-reduce buckets (grad_reducer.h)
   InitFromConfig init_from;          // --init-from and its options
   // Model (vocabulary sizes come from the vocabulary)
   model::ModelConfig model;

@@ -174,6 +174,7 @@ def main():
         (train("--init", "dt-fixup"), "--init dt-fixup initialises layers added to a trained model"),
         (train("--pretrained-lr-scale", "0.5"), "--pretrained-lr-scale needs --init-from CKPT"),
         (train("--max-pairs", "-1"), "--max-pairs must be >= 0, got -1"),
+        (train("--bucket-cap-mb", "0"), "--bucket-cap-mb must be in (0, 4096], got 0"),
         (train("--init-from", w("good.ckpt")), "--d-model, --ffn-dim, --heads, --encoder-layers, --decoder-layers: "
                                                "the model and its vocabulary come from --init-from"),
         (train()[:9] + ["--init-from", w("good.ckpt")], "--init-from " + w("good.ckpt") + ": holds no vocabulary"),
