@@ -186,27 +186,32 @@ bool Optimizer::fused_adam_update(const std::vector<size_t>& ready, double lr) {
   if (c.kind != OptimizerKind::kAdam && c.kind != OptimizerKind::kAdamW) return false;
   for (size_t i : ready) {
     const auto& p = params_[i].second;
-    if (!p.is_contiguous() || !p.grad().is_contiguous() || p.grad().scalar_type() != p.scalar_type()) return false;
+    const auto& s = slots_[i];
+    if (!p.is_contiguous() || !p.grad().is_contiguous() || p.grad().scalar_type() != p.scalar_type() ||
+        (s.exp_avg.defined() && !(s.exp_avg.is_contiguous() && s.exp_avg_sq.is_contiguous())))
+      return false;
   }
-  std::map<std::tuple<double, c10::ScalarType, c10::DeviceType, c10::DeviceIndex>, std::vector<size_t>> groups;
+  // Members of a group share one step count, read (not written) by the kernel as a 0-d tensor.
+  std::map<std::tuple<double, c10::ScalarType, c10::DeviceType, c10::DeviceIndex, int64_t>, std::vector<size_t>> groups;
   for (size_t i : ready) {
     const auto& p = params_[i].second;
     auto& s = slots_[i];
     if (!s.exp_avg.defined())  // the moments' start sees Adam's L2 penalty in the gradient, as update()
       init_moments(s, p, c.kind == OptimizerKind::kAdam && c.weight_decay != 0.0 ? p.grad().add(p, c.weight_decay) : p.grad());
     ++s.step;
-    groups[{lr_scales_[i], p.scalar_type(), p.device().type(), p.device().index()}].push_back(i);
+    groups[{lr_scales_[i], p.scalar_type(), p.device().type(), p.device().index(), s.step}].push_back(i);
   }
   const auto [beta1, beta2] = c.betas;
   for (const auto& [key, members] : groups) {
-    std::vector<torch::Tensor> ps, gs, ms, vs, steps;
+    const auto& first = params_[members.front()].second;
+    const auto step = torch::full({}, static_cast<double>(std::get<4>(key)), first.options().dtype(torch::kFloat));
+    std::vector<torch::Tensor> ps, gs, ms, vs, steps(members.size(), step);
     for (size_t i : members) {
       const auto& p = params_[i].second;
       ps.push_back(p);
       gs.push_back(p.grad());
       ms.push_back(slots_[i].exp_avg);
       vs.push_back(slots_[i].exp_avg_sq);
-      steps.push_back(torch::full({}, static_cast<double>(slots_[i].step), p.options().dtype(torch::kFloat)));
     }
     const double group_lr = lr * std::get<0>(key);
     if (c.kind == OptimizerKind::kAdamW)
