@@ -8,12 +8,14 @@ on Multi30k val, seconds each.
   both measure the curvature series, which agrees to float32 summation (1e-4; 1e-3 at update 0).
   The 2 ranks use 2 KB gradient buckets (--bucket-cap-mb), so the all-reduce runs in many
   buckets, most of them started by the hooks during backward (the records' `overlap`).
-- torchrun --standalone --no-python starts the same job (its agent serves the store).
+- torchrun --standalone --no-python starts the same job (its agent serves the store), and so do
+  two torchrun agents as two nodes (--nnodes 2, c10d rendezvous on 127.0.0.1).
 - Faults: rank 1 killed with SIGKILL after a checkpoint makes rank 0 stop, non-zero, naming
   the lost rank, within seconds; launching again resumes from the last intact checkpoint and
   ends bit-identical to an uninterrupted 2-rank run with dropout on (each rank's stream is in
-  the checkpoint). A port in use, a missing rank, another WORLD_SIZE and another option on one
-  rank are one clear error each.
+  the checkpoint); under torchrun --max-restarts 1 the agent restarts the workers after one is
+  killed and they resume by themselves to the same end. A port in use, a missing rank, another
+  WORLD_SIZE and another option on one rank are one clear error each.
 - One writer per RUN_DIR: a second train into a folder in use gets one line naming it and the
   holder's pid (hessian, probe and perturb lock OUT alike); a complete run started again
   changes nothing; a --max-steps stop inside an epoch writes its last training record and a
@@ -113,6 +115,17 @@ def main():
     last = os.path.join("checkpoints", "checkpoint_last.pt")
     check(r.returncode == 0 and cli_setup.same_parameters(os.path.join(tr, last), os.path.join(ref5, last)),
           "torchrun's 2 ranks end where 1 rank x update-freq 2 does")
+    # As two nodes: two torchrun agents meeting through the c10d rendezvous (the multi-node launch,
+    # here both on 127.0.0.1), one process each.
+    nodes, port = w("nodes"), cli_setup.free_port()
+    agents = [subprocess.Popen(["torchrun", "--nnodes", "2", "--nproc-per-node", "1", "--node-rank", str(n),
+                                "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "nodes",
+                                "--no-python", *argv(nodes, "--max-steps", "5")],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for n in range(2)]
+    errs = [a.communicate(timeout=120)[1] for a in agents]
+    check(all(a.returncode == 0 for a in agents) and
+          cli_setup.same_parameters(os.path.join(nodes, last), os.path.join(ref5, last)),
+          f"torchrun --nnodes 2 (c10d rendezvous) ends where 1 rank x update-freq 2 does: {[e[-800:] for e in errs]}")
 
     # 3. Kill rank 1 after update 10's checkpoint; relaunch; compare with an uninterrupted run.
     straight, killed = w("straight"), w("killed")
@@ -141,6 +154,24 @@ def main():
           f"relaunch did not resume: {results}")
     check(cli_setup.same_parameters(os.path.join(straight, last), os.path.join(killed, last)),
           "kill + relaunch ends bit-identical to the uninterrupted 2-rank run (dropout on)")
+    # torchrun --max-restarts: the agent sees the killed worker, stops the other and starts both
+    # again (TORCHELASTIC_RESTART_COUNT 1), which resume by themselves.
+    elastic = w("elastic")
+    agent = subprocess.Popen(["torchrun", "--standalone", "--nproc-per-node", "2", "--max-restarts", "1",
+                              "--no-python", *argv(elastic, *limits, dropout="0.3")],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    marker = os.path.join(elastic, "checkpoints", "checkpoint_1_10.pt")
+    while not os.path.exists(marker) and agent.poll() is None:
+        time.sleep(0.005)
+    workers = subprocess.run(["pgrep", "-P", str(agent.pid)], capture_output=True, text=True).stdout.split()
+    check(len(workers) == 2, f"torchrun's two workers: {workers}")
+    if workers:
+        os.kill(int(max(workers, key=int)), signal.SIGKILL)
+    err = agent.communicate(timeout=120)[1]
+    check(agent.returncode == 0 and "resuming at update" in err and
+          cli_setup.same_parameters(os.path.join(straight, last), os.path.join(elastic, last)),
+          f"torchrun --max-restarts 1 after a worker's SIGKILL ends bit-identical to the uninterrupted run: "
+          f"{agent.returncode} {err[-1500:]}")
 
     # 4. Launch errors: one line, non-zero, within the timeout.
     quick = ("--max-steps", "2", "--dist-timeout", "3")
