@@ -43,13 +43,18 @@ constexpr int64_t kBlockPairs = 256;
 // blocks; bits[j] decides element first_element + j.
 template <class Body>
 void for_each_block(const MaskBits& mask, int64_t pair_begin, int64_t pair_end, const Body& body) {
-  alignas(64) uint64_t hash[kBlockPairs];
+  // Each 64-bit hash stored as its two 32-bit halves, low first (what reading a uint64_t array
+  // through a uint32_t pointer gives on x86-64, without that aliasing, which C++ forbids).
+  alignas(64) uint32_t bits[2 * kBlockPairs];
   for (int64_t k = pair_begin; k < pair_end; k += kBlockPairs) {
     const int64_t pairs = std::min(kBlockPairs, pair_end - k);
-    for (int64_t j = 0; j < pairs; ++j)
-      hash[j] = splitmix64(mask.seed + static_cast<uint64_t>(k + j) * 0x9e3779b97f4a7c15ULL);
+    for (int64_t j = 0; j < pairs; ++j) {
+      const uint64_t h = splitmix64(mask.seed + static_cast<uint64_t>(k + j) * 0x9e3779b97f4a7c15ULL);
+      bits[2 * j] = static_cast<uint32_t>(h);
+      bits[2 * j + 1] = static_cast<uint32_t>(h >> 32);
+    }
     const int64_t first = 2 * k;
-    body(first, std::min(2 * (k + pairs), mask.n) - first, reinterpret_cast<const uint32_t*>(hash));
+    body(first, std::min(2 * (k + pairs), mask.n) - first, bits);
   }
 }
 
