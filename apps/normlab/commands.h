@@ -27,6 +27,7 @@ struct ExitCode {
 Runner add_info_command(CLI::App& app, const GlobalOptions& global);
 Runner add_init_command(CLI::App& app, const GlobalOptions& global);
 Runner add_export_command(CLI::App& app, const GlobalOptions& global);
+Runner add_average_command(CLI::App& app, const GlobalOptions& global);
 Runner add_score_command(CLI::App& app, const GlobalOptions& global);
 Runner add_bpe_command(CLI::App& app, const GlobalOptions& global);
 Runner add_train_command(CLI::App& app, const GlobalOptions& global);

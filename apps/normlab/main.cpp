@@ -52,6 +52,7 @@ int main(int argc, char** argv) {
   add(app::add_info_command);
   add(app::add_init_command);
   add(app::add_export_command);
+  add(app::add_average_command);
   add(app::add_score_command);
   add(app::add_bpe_command);
   add(app::add_train_command);

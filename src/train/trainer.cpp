@@ -24,6 +24,7 @@
 #include "model/checkpoint.h"
 #include "model/init.h"
 #include "train/corpus_loss.h"
+#include "train/checkpoint_names.h"
 #include "train/grad_reducer.h"
 #include "train/loss_scaler.h"
 
@@ -587,8 +588,8 @@ TrainResult train(const TrainConfig& config, const TrainHooks& hooks, const torc
     std::vector<fs::path> numbered;
     for (const auto& e : fs::directory_iterator(ckpt_dir)) {
       const auto n = e.path().filename().string();
-      if (n != "checkpoint_last.pt" && n != "checkpoint_best.pt" && e.path().extension() == ".pt")
-        numbered.push_back(e.path());
+      // Only the numbered checkpoints training wrote: never an average or a file of the user's.
+      if (numbered_checkpoint(n, false) || numbered_checkpoint(n, true)) numbered.push_back(e.path());
     }
     std::sort(numbered.begin(), numbered.end(),
               [](const fs::path& a, const fs::path& b) { return fs::last_write_time(a) > fs::last_write_time(b); });
@@ -706,7 +707,7 @@ TrainResult train(const TrainConfig& config, const TrainHooks& hooks, const torc
     line << (best ? " | best" : "");
     log.line(line.str());
     std::vector<std::string> names = {"checkpoint_last.pt"};
-    if (end_of_epoch && pos.epoch % c.save_interval == 0) names.push_back("checkpoint" + std::to_string(pos.epoch) + ".pt");
+    if (end_of_epoch && pos.epoch % c.save_interval == 0) names.push_back(epoch_checkpoint_name(pos.epoch));
     if (best) names.push_back("checkpoint_best.pt");
     if (end_of_epoch) {
       ++pos.epoch;  // the saved position is the start of the next epoch
@@ -787,7 +788,7 @@ TrainResult train(const TrainConfig& config, const TrainHooks& hooks, const torc
       if (curvature && pos.update % c.curvature.every == 0)
         curvature->measure(pos.update, learning_rate(c.schedule, pos.update + 1, pos.epoch), optimizer);
       if (c.save_interval_updates > 0 && pos.update % c.save_interval_updates == 0) {
-        save({"checkpoint_" + std::to_string(pos.epoch) + "_" + std::to_string(pos.update) + ".pt",
+        save({update_checkpoint_name(pos.epoch, pos.update),
               "checkpoint_last.pt"});
         prune();
       }

@@ -1,0 +1,38 @@
+#include "model/average.h"
+
+#include <stdexcept>
+
+#include <torch/torch.h>
+
+#include "model/checkpoint.h"
+
+namespace normlab::model {
+
+void average_checkpoints(const std::vector<std::string>& inputs, const std::string& out) {
+  if (inputs.empty()) throw std::invalid_argument("no checkpoints to average");
+  LoadedModel first = load_model(inputs[0]);
+  const auto vocab = first.extra_tensors.find(kVocabTensor);
+  auto sum = named_parameters(first.model);
+  torch::NoGradGuard no_grad;
+  for (size_t i = 1; i < inputs.size(); ++i) {
+    LoadedModel next = load_model(inputs[i]);
+    if (next.meta.at("model") != first.meta.at("model"))
+      throw std::invalid_argument(inputs[i] + ": another model configuration than " + inputs[0] + "'s");
+    const auto next_vocab = next.extra_tensors.find(kVocabTensor);
+    const bool same_vocab = (vocab == first.extra_tensors.end()) == (next_vocab == next.extra_tensors.end()) &&
+                            (vocab == first.extra_tensors.end() || torch::equal(vocab->second, next_vocab->second));
+    if (!same_vocab) throw std::invalid_argument(inputs[i] + ": another vocabulary than " + inputs[0] + "'s");
+    for (const auto& [name, p] : named_parameters(next.model)) sum.at(name).add_(p);
+  }
+  // fairseq divides floating-point parameters by the count (integer ones it floor-divides;
+  // normlab has none).
+  for (auto& [name, p] : sum) p.div_(static_cast<double>(inputs.size()));
+
+  nlohmann::json meta = {{"averaged_from", inputs}};
+  if (first.meta.contains("config")) meta["config"] = first.meta["config"];
+  TensorMap extra;
+  if (vocab != first.extra_tensors.end()) extra[kVocabTensor] = vocab->second;
+  save_model(out, first.model, meta, extra);
+}
+
+}  // namespace normlab::model
