@@ -23,6 +23,7 @@ Runner add_info_command(CLI::App& app, const GlobalOptions& global) {
                         {"blas", info.blas},
                         {"onednn", info.onednn},
                         {"cpu_capability", info.cpu_capability},
+                        {"cpu_native_bf16", info.cpu_native_bf16},
                         {"intra_op_threads", info.intra_op_threads},
                         {"aten_default_threads", info.aten_default_threads},
                         {"available_cpus", info.available_cpus},
@@ -40,6 +41,10 @@ Runner add_info_command(CLI::App& app, const GlobalOptions& global) {
               << "BLAS             " << info.blas << "\n"
               << "oneDNN           " << info.onednn << "\n"
               << "CPU capability   " << info.cpu_capability << "\n"
+              << "CPU bf16         "
+              << (info.cpu_native_bf16.empty() ? "emulated (no AMX-BF16 or AVX512_BF16; --precision auto is fp32)"
+                                               : "native (" + info.cpu_native_bf16 + "; --precision auto is bf16)")
+              << "\n"
               << "threads          " << info.intra_op_threads << " intra-op (" << info.available_cpus
               << " CPUs available; ATen's own default " << info.aten_default_threads << ")\n"
               << "CUDA             "

@@ -65,11 +65,13 @@ Runner add_probe_command(CLI::App& app, const GlobalOptions& global) {
     if (schemes->count() == 0) c.schemes = {o->model.scheme_name()};
     c.overrides = o->model.scheme_overrides();
     c.dropout = !o->no_dropout;
-    c.precision = model::parse_precision(o->precision);
+    const auto device = core::resolve_device(global.device);
+    c.precision = model::parse_precision(o->precision, device);
+    warn_if_emulated(c.precision, device);
     c.inputs.max_positions = c.model.max_positions;
     c.critical_lr_lo = o->lr_range.at(0);
     c.critical_lr_hi = o->lr_range.at(1);
-    auto job = join_job(o->dist, core::resolve_device(global.device));  // under a launcher: seeds split across ranks
+    auto job = join_job(o->dist, device);  // under a launcher: seeds split across ranks
     std::optional<core::DirLock> lock;  // one writer per OUT, rank 0 (an empty --out is run_probe's to report)
     if (!c.out.empty() && job.group.is_main()) lock.emplace(c.out, "normlab probe");
     analysis::run_probe(c, job.group);

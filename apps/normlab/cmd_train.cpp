@@ -236,7 +236,9 @@ Runner add_train_command(CLI::App& app, const GlobalOptions& global) {
     c.schedule.max_steps = c.max_steps;
     c.ls_formula = train::parse_label_smoothing_formula(o->ls_formula);
     c.best_metric = train::parse_best_metric(o->best_metric);
-    c.precision = model::parse_precision(o->precision);
+    const auto device = core::resolve_device(global.device);
+    c.precision = model::parse_precision(o->precision, device);  // auto: resolved here, recorded in config.json
+    warn_if_emulated(c.precision, device);
     ValidationBleu bleu(o->beam, c.batching.max_tokens > 0 ? c.batching.max_tokens : 4096);
     train::TrainHooks hooks;
     hooks.bleu = &bleu;
@@ -247,7 +249,7 @@ Runner add_train_command(CLI::App& app, const GlobalOptions& global) {
     hooks.make_logit_observer = [](model::Seq2Seq net, const std::string& dir, int64_t done_steps) {
       return std::make_unique<analysis::LogitTracer>(std::move(net), dir, done_steps);
     };
-    auto job = join_job(o->dist, core::resolve_device(global.device));
+    auto job = join_job(o->dist, device);
     const analysis::LossOptions loss{c.label_smoothing, c.ls_formula, c.z_loss};
     hooks.make_curvature = [&job, loss](const train::CurvatureConfig& config, model::Seq2Seq net,
                                         std::vector<data::Batch> probe, const std::string& file, int64_t done,

@@ -17,8 +17,11 @@ void add_precision_option(CLI::App& command, std::string& value);
 model::Precision resolve_precision(const std::string& value, const c10::Device& device,
                                    torch::Dtype master = torch::kFloat32);
 
+// Prints model::precision_warning's line, if any, to stderr.
+void warn_if_emulated(model::Precision p, const c10::Device& device);
+
 // For the commands whose measurement the low precision would swamp (hessian, perturb): throws
-// std::invalid_argument with `why` unless `value` is fp32.
+// std::invalid_argument with `why` unless `value` is fp32 (or auto, which is fp32 there).
 void require_fp32(const std::string& value, const std::string& why);
 
 }  // namespace normlab::app

@@ -115,6 +115,31 @@ c10::Device resolve_device(const std::string& name) {
   return device;
 }
 
+std::string native_bf16_in_cpuinfo(const std::string& cpuinfo) {
+  std::istringstream in(cpuinfo);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("flags", 0) != 0) continue;  // "flags\t\t: fpu vme ..." (x86)
+    std::istringstream words(line.substr(line.find(':') == std::string::npos ? 0 : line.find(':') + 1));
+    bool amx = false, avx512 = false;
+    for (std::string w; words >> w;) {
+      amx = amx || w == "amx_bf16";
+      avx512 = avx512 || w == "avx512_bf16";
+    }
+    return amx ? "amx_bf16" : avx512 ? "avx512_bf16" : "";
+  }
+  return "";
+}
+
+std::string cpu_native_bf16() {
+  static const std::string found = [] {
+    std::ifstream in("/proc/cpuinfo");
+    std::stringstream text;
+    text << in.rdbuf();
+    return native_bf16_in_cpuinfo(text.str());
+  }();
+  return found;
+}
+
 RuntimeInfo runtime_info() {
   RuntimeInfo info;
   info.normlab_version = NORMLAB_VERSION;
@@ -122,6 +147,7 @@ RuntimeInfo runtime_info() {
   info.blas = config_line("Math Kernel Library");
   if (info.blas == "none") info.blas = config_line("BLAS_INFO");
   info.onednn = config_line("MKL-DNN");
+  info.cpu_native_bf16 = cpu_native_bf16();
   info.cpu_capability = config_line("CPU capability");
   if (auto colon = info.cpu_capability.find(": "); colon != std::string::npos)
     info.cpu_capability = info.cpu_capability.substr(colon + 2);

@@ -28,12 +28,20 @@ bool configure_memory();
 // std::invalid_argument for anything else, or for cuda when this build or machine has none.
 c10::Device resolve_device(const std::string& name);
 
+// The CPU's bf16 matrix-product instructions named in a /proc/cpuinfo text: "amx_bf16" (AMX
+// tiles), else "avx512_bf16" (dot products), else "" (none: ATen and oneDNN then convert bf16 to
+// float in software, about 8x slower than fp32 on an AVX2 machine; docs/precision.md).
+std::string native_bf16_in_cpuinfo(const std::string& cpuinfo);
+// The same for this machine (its /proc/cpuinfo; "" where it cannot be read).
+std::string cpu_native_bf16();
+
 struct RuntimeInfo {
   std::string normlab_version;
   std::string libtorch_version;
   std::string blas;            // e.g. "Intel(R) oneAPI Math Kernel Library Version 2024.2..."
   std::string onednn;          // e.g. "Intel(R) MKL-DNN v3.12.0"
   std::string cpu_capability;  // ATen's vectorisation level, e.g. "AVX512"
+  std::string cpu_native_bf16; // cpu_native_bf16()
   int intra_op_threads = 0;
   int aten_default_threads = 0;
   int available_cpus = 0;

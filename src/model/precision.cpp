@@ -5,6 +5,8 @@
 #include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 
+#include "core/runtime.h"
+
 namespace normlab::model {
 
 std::string to_string(Precision p) {
@@ -23,7 +25,18 @@ Precision parse_precision(const std::string& s, const std::string& option) {
   if (s == "fp32") return Precision::kFp32;
   if (s == "bf16") return Precision::kBf16;
   if (s == "fp16") return Precision::kFp16;
-  throw std::invalid_argument(option + ": unknown value '" + s + "', expected fp32|bf16|fp16");
+  throw std::invalid_argument(option + ": unknown value '" + s + "', expected fp32|bf16|fp16|auto");
+}
+
+Precision parse_precision(const std::string& s, const c10::Device& device, const std::string& option) {
+  if (s != "auto") return parse_precision(s, option);
+  return device.is_cuda() || !core::cpu_native_bf16().empty() ? Precision::kBf16 : Precision::kFp32;
+}
+
+std::string precision_warning(Precision p, const c10::Device& device) {
+  if (p != Precision::kBf16 || device.is_cuda() || !core::cpu_native_bf16().empty()) return "";
+  return "warning: --precision bf16 on a CPU without AMX-BF16 or AVX512_BF16: its matrix products are "
+         "emulated, about 8x slower than fp32 (docs/precision.md); --precision auto picks fp32 here";
 }
 
 std::vector<std::string> precision_problems(Precision p, const c10::Device& device,

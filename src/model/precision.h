@@ -18,6 +18,11 @@ enum class Precision { kFp32, kBf16, kFp16 };
 std::string to_string(Precision p);  // fp32 | bf16 | fp16
 // Throws std::invalid_argument naming `option`, the value and the choices.
 Precision parse_precision(const std::string& s, const std::string& option = "--precision");
+// The same, and "auto": bf16 where `device` multiplies in bf16 natively (CUDA; a CPU with
+// AMX-BF16 or AVX512_BF16), else fp32 (bf16 emulated on an AVX2 CPU: ~8x slower than fp32).
+Precision parse_precision(const std::string& s, const c10::Device& device, const std::string& option = "--precision");
+// One line when bf16 runs emulated on `device` (a CPU without AMX-BF16 or AVX512_BF16), else "".
+std::string precision_warning(Precision p, const c10::Device& device);
 // Why `p` cannot run on `device` with `master` weights (empty when it can): fp16 needs CUDA
 // (this CPU's fp16 products run at 1/8 of bf16's, docs/performance.md), and the low
 // precisions need float32 master weights.

@@ -76,6 +76,14 @@ CellResult read_cell(const std::string& cells_dir, const std::string& name) {
   } catch (const nlohmann::json::exception& e) {
     throw std::runtime_error(path + ": not a cell record (" + e.what() + ")");
   }
+  // `auto` is resolved when the cell starts: a training cell's config.json says to what.
+  const std::string config = c.dir + "/config.json";
+  if (c.precision == "auto" && std::filesystem::exists(config)) {
+    const auto text = core::read_file(config);
+    const auto resolved = nlohmann::json::parse(text.begin(), text.end(), nullptr, false);
+    if (resolved.is_object() && resolved.contains("precision") && resolved["precision"].is_string())
+      c.precision = "auto: " + resolved["precision"].get<std::string>();
+  }
   return c;
 }
 

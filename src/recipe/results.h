@@ -14,7 +14,7 @@ struct CellResult {
   std::string name, dir;       // dir: DIR/cells/NAME
   std::string status;          // ok | failed | diverged | not run
   std::string command;         // normlab subcommand
-  std::string precision = "fp32";  // its --precision (precision.md), "fp32" when not given
+  std::string precision = "fp32";  // its --precision (precision.md), "fp32" when not given; "auto: bf16" as resolved
   int exit_code = -1;
   double wall_s = 0;
   std::vector<std::pair<std::string, std::string>> grid;  // the cell's grid point

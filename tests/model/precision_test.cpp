@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "core/runtime.h"
 #include "core/tokens.h"
 #include "model/dropout.h"
 #include "model/init.h"
@@ -14,6 +15,24 @@
 #include "train/loss.h"
 
 using namespace normlab;
+
+// /proc/cpuinfo texts of the three kinds of x86 machine these sessions run on (flags shortened).
+TEST(Precision, NativeBf16IsReadFromTheCpuFlags) {
+  const std::string xeon = "processor\t: 0\nflags\t\t: fpu avx2 avx512f avx512_bf16 amx_bf16 amx_tile\n";
+  const std::string epyc_avx512 = "processor\t: 0\nflags\t\t: fpu avx2 avx512f avx512_bf16 avx512_vnni\n";
+  const std::string epyc_avx2 = "processor\t: 0\nflags\t\t: fpu avx2 fma\nbugs\t\t: sysret_ss_attrs\n";
+  EXPECT_EQ(core::native_bf16_in_cpuinfo(xeon), "amx_bf16");
+  EXPECT_EQ(core::native_bf16_in_cpuinfo(epyc_avx512), "avx512_bf16");
+  EXPECT_EQ(core::native_bf16_in_cpuinfo(epyc_avx2), "");
+  EXPECT_EQ(core::native_bf16_in_cpuinfo("flags\t\t: avx512_bf16x\n"), "");  // whole words only
+  EXPECT_EQ(core::native_bf16_in_cpuinfo(""), "");
+  // auto on CUDA is bf16 whatever the CPU; on the CPU it follows this machine's flags.
+  EXPECT_EQ(model::parse_precision("auto", c10::Device(c10::kCUDA, 0)), model::Precision::kBf16);
+  EXPECT_EQ(model::parse_precision("auto", torch::kCPU),
+            core::cpu_native_bf16().empty() ? model::Precision::kFp32 : model::Precision::kBf16);
+  EXPECT_EQ(model::precision_warning(model::Precision::kBf16, torch::kCPU).empty(), !core::cpu_native_bf16().empty());
+  EXPECT_TRUE(model::precision_warning(model::Precision::kFp32, torch::kCPU).empty());
+}
 
 TEST(Precision, NamesRoundTripAndUnknownOnesNameTheOption) {
   for (auto p : {model::Precision::kFp32, model::Precision::kBf16, model::Precision::kFp16})

@@ -223,10 +223,17 @@ def main():
     cells = {n: json.load(open(os.path.join(out, "cells", n, "cell.json"))) for n in names}
     precision = {n: c["argv"][c["argv"].index("--precision") + 1] if "--precision" in c["argv"] else "fp32"
                  for n, c in cells.items()}
+    for n in names:  # auto as resolved by the cell (its config.json), shown as "auto: bf16|fp32"
+        config = os.path.join(out, "cells", n, "config.json")
+        if precision[n] == "auto" and os.path.exists(config):
+            precision[n] = "auto: " + json.load(open(config))["precision"]
     check(all(f"| {n} | {cells[n]['command']} | {precision[n]} | {statuses[n]} |" in md for n in names),
           "cells table: a row per cell")
-    check(precision["post-ln-warmup"] == "bf16" and precision["probe"] == "fp32",
-          f"the demo trains in bf16 and probes in fp32: {precision}")
+    # bf16 where /proc/cpuinfo has AMX-BF16 or AVX512_BF16, else fp32 (docs/precision.md).
+    flags = next((l.split(":", 1)[1].split() for l in open("/proc/cpuinfo") if l.startswith("flags")), [])
+    native = "amx_bf16" in flags or "avx512_bf16" in flags
+    check(precision["post-ln-warmup"] == ("auto: bf16" if native else "auto: fp32") and precision["probe"] == "fp32",
+          f"the demo trains in auto precision (native bf16: {native}) and probes in fp32: {precision}")
     check(sum(l.startswith(("  reproduced", "  not reproduced", "  inconclusive")) for l in r.stderr.splitlines())
           == n_claims, "verdict lines on stderr")
 

@@ -52,6 +52,23 @@ def main():
     check(ckpts == ["checkpoint2.pt", "checkpoint_best.pt", "checkpoint_last.pt"], f"--keep-last 1: {ckpts}")
     check(os.path.exists(w("ok/vocab/spm.model")) and os.path.exists(w("ok/train.log")), "vocab, train.log")
 
+    # --precision auto: bf16 where the CPU has AMX-BF16 or AVX512_BF16 (read here from
+    # /proc/cpuinfo's flags), else fp32, resolved into config.json; `normlab info` says the same.
+    flags = next((l.split(":", 1)[1].split() for l in open("/proc/cpuinfo") if l.startswith("flags")), [])
+    native = "amx_bf16" if "amx_bf16" in flags else "avx512_bf16" if "avx512_bf16" in flags else ""
+    r = run("--precision", "auto", "--max-steps", "1", "--out", w("auto"))
+    check(r.returncode == 0, f"--precision auto: {r.stderr}")
+    if r.returncode == 0:
+        got = json.load(open(w("auto/config.json")))["precision"]
+        check(got == ("bf16" if native else "fp32"), f"--precision auto gave {got}, flags say native bf16 '{native}'")
+        check(("emulated" in r.stderr) is False, f"auto must never choose emulated bf16: {r.stderr}")
+    r = run("--precision", "bf16", "--max-steps", "1", "--out", w("bf16"))
+    check(r.returncode == 0 and (("emulated" in r.stderr) == (native == "")),
+          f"bf16 warns exactly when emulated (native '{native}'): {r.stderr}")
+    info = subprocess.run([args.normlab, "info", "--json", "--no-gemm"], capture_output=True, text=True, timeout=60)
+    check(info.returncode == 0 and json.loads(info.stdout)["cpu_native_bf16"] == native,
+          f"normlab info's cpu_native_bf16 vs flags '{native}': {info.stdout}")
+
     # Re-running into the folder with another model is refused, naming what changed.
     r = run("--max-epochs", "3", "--d-model", "32", "--out", w("ok"))
     check(r.returncode == 2 and "model.d_model was 16, now 32" in r.stderr, f"refuses a changed model: {r.stderr}")
