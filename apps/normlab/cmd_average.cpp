@@ -23,16 +23,16 @@ Runner add_average_command(CLI::App& app, const GlobalOptions&) {
       ->required();
   cmd->add_option("--out", o->out, "checkpoint to write")->required();
   auto* epochs = cmd->add_option("--num-epoch-checkpoints", o->num_epoch_checkpoints,
-                                 "the N newest checkpoint<epoch>.pt of the folder");
+                                 "the N newest checkpoint<epoch>.pt of the folder")
+                    ->check(CLI::NonNegativeNumber);
   auto* updates = cmd->add_option("--num-update-checkpoints", o->num_update_checkpoints,
-                                  "the N newest checkpoint_<epoch>_<update>.pt of the folder");
+                                  "the N newest checkpoint_<epoch>_<update>.pt of the folder")
+                     ->check(CLI::NonNegativeNumber);
   epochs->excludes(updates);
   cmd->add_option("--checkpoint-upper-bound", o->upper_bound,
                   "only checkpoints at or below this epoch (update) with --num-*-checkpoints");
   return [o] {
     std::vector<std::string> inputs = o->inputs;
-    if (o->num_epoch_checkpoints < 0 || o->num_update_checkpoints < 0)
-      throw std::invalid_argument("--num-epoch-checkpoints/--num-update-checkpoints must be at least 1");
     const int count = std::max(o->num_epoch_checkpoints, o->num_update_checkpoints);
     if (count > 0) {
       if (inputs.size() != 1)

@@ -7,6 +7,16 @@
 #include "model/checkpoint.h"
 
 namespace normlab::model {
+namespace {
+
+// Both checkpoints hold the same vocabulary, or neither holds one.
+bool same_vocab(const LoadedModel& a, const LoadedModel& b) {
+  const auto va = a.extra_tensors.find(kVocabTensor), vb = b.extra_tensors.find(kVocabTensor);
+  const bool a_has = va != a.extra_tensors.end(), b_has = vb != b.extra_tensors.end();
+  return a_has == b_has && (!a_has || torch::equal(va->second, vb->second));
+}
+
+}  // namespace
 
 void average_checkpoints(const std::vector<std::string>& inputs, const std::string& out) {
   if (inputs.empty()) throw std::invalid_argument("no checkpoints to average");
@@ -18,10 +28,7 @@ void average_checkpoints(const std::vector<std::string>& inputs, const std::stri
     LoadedModel next = load_model(inputs[i]);
     if (next.meta.at("model") != first.meta.at("model"))
       throw std::invalid_argument(inputs[i] + ": another model configuration than " + inputs[0] + "'s");
-    const auto next_vocab = next.extra_tensors.find(kVocabTensor);
-    const bool same_vocab = (vocab == first.extra_tensors.end()) == (next_vocab == next.extra_tensors.end()) &&
-                            (vocab == first.extra_tensors.end() || torch::equal(vocab->second, next_vocab->second));
-    if (!same_vocab) throw std::invalid_argument(inputs[i] + ": another vocabulary than " + inputs[0] + "'s");
+    if (!same_vocab(first, next)) throw std::invalid_argument(inputs[i] + ": another vocabulary than " + inputs[0] + "'s");
     for (const auto& [name, p] : named_parameters(next.model)) sum.at(name).add_(p);
   }
   // fairseq divides floating-point parameters by the count (integer ones it floor-divides;

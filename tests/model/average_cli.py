@@ -117,6 +117,7 @@ def main():
         f.write("hello\n")
     bad = [
         (["--inputs", ckpts, "--num-epoch-checkpoints", "4"], "3 found"),
+        (["--inputs", ckpts, "--num-update-checkpoints", "-1"], "--num-update-checkpoints"),
         (["--inputs", ckpts, "--num-epoch-checkpoints", "0", "--checkpoint-upper-bound", "2"], "--checkpoint-upper-bound"),
         (["--inputs", ckpts, listed[0], "--num-epoch-checkpoints", "2"], "one folder"),
         (["--inputs", listed[0], w("other/checkpoints/checkpoint_last.pt")], "another model configuration"),
