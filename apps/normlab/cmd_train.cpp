@@ -154,6 +154,9 @@ Runner add_train_command(CLI::App& app, const GlobalOptions& global) {
 
   cmd->add_option("--max-epochs", c.max_epochs, "stop after N epochs (0: no limit)")->group(lim);
   cmd->add_option("--max-steps", c.max_steps, "stop after N updates (0: no limit)")->group(lim);
+  cmd->add_option("--stop-time-hours", c.stop_time_hours,
+                  "also stop after the update at which the training wall time (over resumes) reaches H hours (0: no limit)")
+      ->group(lim);
   cmd->add_option("--out", c.out, "run folder RUN_DIR")->group(lim);
   cmd->add_option("--log-interval", c.log_interval, "updates between metrics records")
       ->capture_default_str()->group(lim);

@@ -149,6 +149,14 @@ Sums all_reduced(const Sums& s, core::ProcessGroup& group) {
   return {t[0].item<double>(), t[1].item<double>(), static_cast<int64_t>(t[2].item<double>())};
 }
 
+// Whether any rank's clock says the time is up: every rank stops after the same update.
+bool time_is_up(bool mine, core::ProcessGroup& group) {
+  if (group.size() == 1) return mine;
+  auto t = torch::tensor({mine ? 1.0 : 0.0}, torch::kDouble);
+  group.all_reduce_sum(t);
+  return t.item<double>() > 0;
+}
+
 // Every rank takes every WORLD_SIZE-th batch of the corpus; the sums are all ranks'.
 Sums validate(model::Seq2Seq& net, const Corpus& corpus, const TrainConfig& c, const torch::Device& device,
               core::ProcessGroup& group) {
@@ -229,6 +237,7 @@ std::vector<std::string> TrainConfig::problems() const {
     out.push_back("--bucket-cap-mb must be in (0, 4096], got " + std::to_string(bucket_cap_mb));
   if (max_epochs < 0 || max_steps < 0) out.push_back("--max-epochs and --max-steps must be >= 0");
   if (max_epochs == 0 && max_steps == 0) out.push_back("set --max-epochs or --max-steps");
+  if (!(stop_time_hours >= 0)) out.push_back("--stop-time-hours must be >= 0");
   if (log_interval < 1) out.push_back("--log-interval must be >= 1, got " + std::to_string(log_interval));
   if (save_interval < 1) out.push_back("--save-interval must be >= 1, got " + std::to_string(save_interval));
   if (save_interval_updates < 0) out.push_back("--save-interval-updates must be >= 0");
@@ -289,7 +298,7 @@ void to_json(nlohmann::json& j, const TrainConfig& c) {
          {"z_loss", c.z_loss},
          {"clip_norm", c.clip_norm}}},
        {"seed", c.seed},
-       {"limits", {{"max_epochs", c.max_epochs}, {"max_steps", c.max_steps}}},
+       {"limits", {{"max_epochs", c.max_epochs}, {"max_steps", c.max_steps}, {"stop_time_hours", c.stop_time_hours}}},
        {"output",
         {{"out", c.out},
          {"log_interval", c.log_interval},
@@ -416,11 +425,16 @@ TrainResult train(const TrainConfig& config, const TrainHooks& hooks, const torc
   result.best_valid_loss = pos.best_valid_loss;
   // A run that reached its limits changes nothing when started again with them, train.log
   // included (a larger limit continues it).
-  if ((c.max_steps > 0 && pos.update >= c.max_steps) || (c.max_epochs > 0 && pos.epoch > c.max_epochs)) {
+  const double stop_time_s = c.stop_time_hours * 3600.0;
+  const bool out_of_time = stop_time_s > 0 && pos.wall_s >= stop_time_s;
+  if ((c.max_steps > 0 && pos.update >= c.max_steps) || (c.max_epochs > 0 && pos.epoch > c.max_epochs) ||
+      out_of_time) {
     if (writer)
       std::cerr << ("normlab train: " + c.out + " is complete (update " + std::to_string(pos.update) + ", epoch " +
              std::to_string(pos.epoch - (pos.next_batch == 0 ? 1 : 0)) +
-             "): nothing to do; raise --max-steps or --max-epochs to continue it")
+             (out_of_time ? ", " + std::to_string(static_cast<int64_t>(pos.wall_s)) + " s of training" : std::string()) +
+             "): nothing to do; raise --max-steps, --max-epochs" + (out_of_time ? " or --stop-time-hours" : "") +
+             " to continue it")
                 << "\n";
     result.updates = pos.update;
     result.epochs = pos.epoch - 1;
@@ -796,9 +810,18 @@ TrainResult train(const TrainConfig& config, const TrainHooks& hooks, const torc
         done = true;
         break;
       }
+      if (stop_time_s > 0 && time_is_up(wall() >= stop_time_s, group)) {
+        log.record({{"event", "stop_time"}, {"step", pos.update}, {"epoch", pos.epoch}, {"wall_s", wall()}});
+        std::ostringstream line;
+        line << "normlab train: --stop-time-hours " << c.stop_time_hours << " reached after update " << pos.update
+             << " (" << std::fixed << std::setprecision(1) << wall() << " s of training); stopping";
+        log.line(line.str());
+        done = true;
+        break;
+      }
     }
     if (result.diverged) break;
-    const bool end_of_epoch = pos.next_batch >= n_batches;  // else stopped inside it by --max-steps
+    const bool end_of_epoch = pos.next_batch >= n_batches;  // else stopped inside it (--max-steps, --stop-time-hours)
     if (done || (c.max_epochs > 0 && pos.epoch == c.max_epochs)) record_window(n_batches);  // the last updates
     validate_and_save(end_of_epoch);
   }

@@ -72,6 +72,10 @@ struct TrainConfig {
   // Limits: training stops at whichever comes first; at least one must be set.
   int64_t max_epochs = 0;
   int64_t max_steps = 0;
+  // fairseq's --stop-time-hours: stop after the update at which the run's training wall time
+  // (all runs of this RUN_DIR, checkpoint position wall_s) reaches this many hours; 0: no limit.
+  // A cap on top of --max-epochs/--max-steps, not instead of them (schedules need those).
+  double stop_time_hours = 0.0;
   // Output
   std::string out;                   // RUN_DIR
   int64_t log_interval = 100;        // updates between metrics records

@@ -2,7 +2,7 @@
 """normlab train's run folder and failure modes on real data (Multi30k val, a tiny model):
 the files it writes and their fields, divergence recorded and stopped cleanly (exit 0, or 3
 with --fail-on-divergence), a resumed RUN_DIR refusing a different experiment, --keep-last,
-and bad input as one line with exit code 2."""
+--stop-time-hours, and bad input as one line with exit code 2."""
 import json
 import os
 import subprocess
@@ -91,6 +91,23 @@ def main():
     check(r.returncode == 0 and len(init) == 1 and recs[0] is not None and "init_valid_loss" in recs[0] and after
           and abs(init[0]["init_valid_loss"] - after[-1]) < 1e-6, f"--valid-at-init: {r.stderr[-300:]} {init} {after}")
 
+    # --stop-time-hours (fairseq's): 1e-9 hours (3.6 us) is over after the first update, so the run
+    # stops there (a record, a mid-epoch validation, checkpoint_last); started again with the same
+    # limit it has nothing to do; a larger one continues it to --max-steps.
+    r = run("--max-steps", "4", "--stop-time-hours", "1e-9", "--out", w("time"))
+    recs = [json.loads(l) for l in open(w("time/metrics.jsonl"))] if r.returncode == 0 else []
+    stops = [x for x in recs if x.get("event") == "stop_time"]
+    valid = [x for x in recs if "valid_loss" in x]
+    check(r.returncode == 0 and [x["step"] for x in stops] == [1] and [x["step"] for x in valid] == [1]
+          and valid[0].get("mid_epoch") is True and os.path.exists(w("time/checkpoints/checkpoint_last.pt")),
+          f"--stop-time-hours stops after update 1: {r.stderr[-300:]} {stops} {valid}")
+    r = run("--max-steps", "4", "--stop-time-hours", "1e-9", "--out", w("time"))
+    check(r.returncode == 0 and "nothing to do" in r.stderr and "--stop-time-hours" in r.stderr,
+          f"the same limit again: {r.stderr[-300:]}")
+    r = run("--max-steps", "4", "--stop-time-hours", "1", "--out", w("time"))
+    valid = [json.loads(l)["step"] for l in open(w("time/metrics.jsonl")) if "valid_loss" in l]
+    check(r.returncode == 0 and valid == [1, 4], f"a larger limit continues to --max-steps: {valid} {r.stderr[-300:]}")
+
     # Divergence: recorded, the run stops cleanly.
     boom = ["--optimizer", "sgd", "--lr", "1e6", "--lr-schedule", "constant", "--warmup-steps", "0",
             "--scheme", "t-fixup", "--max-steps", "50"]
@@ -109,6 +126,7 @@ def main():
         (["--max-steps", "5", "--lr-schedule", "t-fixup", "--out", w("x")], "--warmup-steps"),
         (["--max-steps", "5", "--update-freq", "0", "--out", w("x")], "--update-freq"),
         (["--max-steps", "5", "--betas", "0.9", "--out", w("x")], "--betas"),
+        (["--max-steps", "5", "--stop-time-hours", "-1", "--out", w("x")], "--stop-time-hours"),
     ]
     for argv, expected in bad:
         r = run(*argv) if argv else subprocess.run([args.normlab, "train"], capture_output=True, text=True)
