@@ -139,22 +139,17 @@ data::Batch gather(const Corpus& corpus, const std::vector<int64_t>& indices) {
 struct Sums {
   double loss = 0, nll = 0;
   int64_t tokens = 0;
+  int64_t out_of_time = 0;  // ranks whose clock passed --stop-time-hours (summed with the rest)
 };
 
 // The sums of every rank.
 Sums all_reduced(const Sums& s, core::ProcessGroup& group) {
   if (group.size() == 1) return s;
-  auto t = torch::tensor({s.loss, s.nll, static_cast<double>(s.tokens)}, torch::kDouble);
+  auto t = torch::tensor({s.loss, s.nll, static_cast<double>(s.tokens), static_cast<double>(s.out_of_time)},
+                         torch::kDouble);
   group.all_reduce_sum(t);
-  return {t[0].item<double>(), t[1].item<double>(), static_cast<int64_t>(t[2].item<double>())};
-}
-
-// Whether any rank's clock says the time is up: every rank stops after the same update.
-bool time_is_up(bool mine, core::ProcessGroup& group) {
-  if (group.size() == 1) return mine;
-  auto t = torch::tensor({mine ? 1.0 : 0.0}, torch::kDouble);
-  group.all_reduce_sum(t);
-  return t.item<double>() > 0;
+  return {t[0].item<double>(), t[1].item<double>(), static_cast<int64_t>(t[2].item<double>()),
+          static_cast<int64_t>(t[3].item<double>())};
 }
 
 // Every rank takes every WORLD_SIZE-th batch of the corpus; the sums are all ranks'.
@@ -762,6 +757,8 @@ TrainResult train(const TrainConfig& config, const TrainHooks& hooks, const torc
         update.tokens += s.tokens;
       }
       pos.next_batch += span;
+      // Any rank's clock past --stop-time-hours makes this update every rank's last.
+      update.out_of_time = stop_time_s > 0 && wall() >= stop_time_s;
       const auto sync_start = Clock::now();
       reducer.finish();  // first: every rank starts its collectives in the same order
       overlapped += reducer.overlapped();
@@ -810,7 +807,7 @@ TrainResult train(const TrainConfig& config, const TrainHooks& hooks, const torc
         done = true;
         break;
       }
-      if (stop_time_s > 0 && time_is_up(wall() >= stop_time_s, group)) {
+      if (update.out_of_time > 0) {
         log.record({{"event", "stop_time"}, {"step", pos.update}, {"epoch", pos.epoch}, {"wall_s", wall()}});
         std::ostringstream line;
         line << "normlab train: --stop-time-hours " << c.stop_time_hours << " reached after update " << pos.update
