@@ -1,0 +1,63 @@
+#!/usr/bin/env python3
+"""The decoder's fp32 matrix products at decoding shapes, one thread: ATen's linear (MKL addmm,
+what `normlab translate` runs) against the two prepacked-weight paths that ship in the same
+PyTorch wheel, oneDNN (`torch.ops.mkldnn._linear_pointwise`, the weight reordered once) and
+MKL's packed GEMM (`torch.ops.mkl._mkl_linear`). It asks whether a decoder could gain by
+packing its weights once per translation (docs/performance.md, decoding on the AVX2 EPYC).
+
+Rows M are decoder rows (sentences x beam); shapes are the d 256, FFN 1024, V 8000 model's:
+q/out projections (256->256), stacked k/v (256->512), FFN (256->1024, 1024->256) and the output
+projection (256->8000, no bias). Prints ms per product (median of --repeats timings of a loop)
+and each path's largest difference from ATen's result.
+"""
+import argparse
+import statistics
+import time
+
+import torch
+
+
+def timed(f, loops, repeats):
+    for _ in range(3):
+        f()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for _ in range(loops):
+            f()
+        times.append((time.perf_counter() - t0) / loops)
+    return statistics.median(times) * 1e3
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rows", default="500,100,20", help="comma list of M (decoder rows)")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--repeats", type=int, default=5)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    shapes = [(256, 256, True), (256, 512, True), (256, 1024, True), (1024, 256, True), (256, 8000, False)]
+    print(f"torch {torch.__version__}, {args.threads} thread(s); ms per product, median of {args.repeats}")
+    print("| M | K -> N | ATen linear (MKL) | GFLOP/s | oneDNN prepacked | / ATen | MKL packed | / ATen |")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|")
+    for m in (int(r) for r in args.rows.split(",")):
+        for k, n, has_bias in shapes:
+            x, w = torch.randn(m, k), torch.randn(n, k) * 0.05
+            b = torch.randn(n) if has_bias else None
+            ref = torch.nn.functional.linear(x, w, b)
+            loops = max(3, int(2e8 / (2 * m * k * n)))
+            t_aten = timed(lambda: torch.nn.functional.linear(x, w, b), loops, args.repeats)
+            w_dnnl = torch.ops.mkldnn._reorder_linear_weight(w, m)
+            dnnl = lambda: torch.ops.mkldnn._linear_pointwise(x, w_dnnl, b, "none", [], "")  # noqa: E731
+            w_mkl = torch.ops.mkl._mkl_reorder_linear_weight(w, m)
+            mkl = lambda: torch.ops.mkl._mkl_linear(x, w_mkl, w, b, m)  # noqa: E731
+            err = max((dnnl() - ref).abs().max().item(), (mkl() - ref).abs().max().item())
+            assert err < 1e-4, f"prepacked result differs from ATen's by {err}"
+            t_dnnl, t_mkl = timed(dnnl, loops, args.repeats), timed(mkl, loops, args.repeats)
+            print(f"| {m} | {k} -> {n} | {t_aten:.3f} | {2 * m * k * n / t_aten / 1e6:.1f} | {t_dnnl:.3f} | "
+                  f"{t_aten / t_dnnl:.2f}x | {t_mkl:.3f} | {t_aten / t_mkl:.2f}x |")
+
+
+if __name__ == "__main__":
+    main()
