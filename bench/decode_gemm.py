@@ -11,22 +11,10 @@ projection (256->8000, no bias). Prints ms per product (median of --repeats timi
 and each path's largest difference from ATen's result.
 """
 import argparse
-import statistics
-import time
 
 import torch
 
-
-def timed(f, loops, repeats):
-    for _ in range(3):
-        f()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        for _ in range(loops):
-            f()
-        times.append((time.perf_counter() - t0) / loops)
-    return statistics.median(times) * 1e3
+from timing import median_ms
 
 
 def main():
@@ -47,14 +35,15 @@ def main():
             b = torch.randn(n) if has_bias else None
             ref = torch.nn.functional.linear(x, w, b)
             loops = max(3, int(2e8 / (2 * m * k * n)))
-            t_aten = timed(lambda: torch.nn.functional.linear(x, w, b), loops, args.repeats)
+            t_aten = median_ms(lambda: torch.nn.functional.linear(x, w, b), args.repeats, loops, warmup=3)
             w_dnnl = torch.ops.mkldnn._reorder_linear_weight(w, m)
             dnnl = lambda: torch.ops.mkldnn._linear_pointwise(x, w_dnnl, b, "none", [], "")  # noqa: E731
             w_mkl = torch.ops.mkl._mkl_reorder_linear_weight(w, m)
             mkl = lambda: torch.ops.mkl._mkl_linear(x, w_mkl, w, b, m)  # noqa: E731
             err = max((dnnl() - ref).abs().max().item(), (mkl() - ref).abs().max().item())
             assert err < 1e-4, f"prepacked result differs from ATen's by {err}"
-            t_dnnl, t_mkl = timed(dnnl, loops, args.repeats), timed(mkl, loops, args.repeats)
+            t_dnnl = median_ms(dnnl, args.repeats, loops, warmup=3)
+            t_mkl = median_ms(mkl, args.repeats, loops, warmup=3)
             print(f"| {m} | {k} -> {n} | {t_aten:.3f} | {2 * m * k * n / t_aten / 1e6:.1f} | {t_dnnl:.3f} | "
                   f"{t_aten / t_dnnl:.2f}x | {t_mkl:.3f} | {t_aten / t_mkl:.2f}x |")
 

@@ -6,20 +6,10 @@ an fp32 + bf16 add against casting first. One process, medians of --repeats, --t
   python3 bench/mixed_precision_ops.py --threads 2
 """
 import argparse
-import statistics
-import time
 
 import torch
 
-
-def median_ms(f, repeats):
-    f()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        f()
-        times.append(time.perf_counter() - t0)
-    return 1e3 * statistics.median(times)
+from timing import median_ms
 
 
 def main():

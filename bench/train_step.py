@@ -37,6 +37,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "tests", "reference"))
 import reference_model as ref  # noqa: E402
 
 from doc_block import write_block
+from timing import median_ms
 
 # name (mode-precision) -> label; mode: normlab, eager or compile.
 CONFIGS = {
@@ -65,13 +66,7 @@ def step_flops(cfg, B, S, T):
 def gemm_gflops(dtype, n=2048, repeats=10):
     """torch.mm n^3 rate in `dtype` at the current thread count, median of `repeats`."""
     a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
-    torch.mm(a, b)
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        torch.mm(a, b)
-        times.append(time.perf_counter() - t0)
-    return 2 * n ** 3 / statistics.median(times) / 1e9
+    return 2 * n ** 3 / median_ms(lambda: torch.mm(a, b), repeats) / 1e6
 
 
 def peer_run(weights_pt, name, sentences, length, warmup, steps, threads, compile_timeout):
