@@ -20,19 +20,6 @@ torch::Tensor long_tensor(const std::vector<int64_t>& v, const torch::Device& de
   return torch::tensor(v, torch::kInt64).to(device);
 }
 
-// fairseq's forbidden outputs, plus <unk> and <s> (docs/translate.md): -inf in place (NaN
-// became -inf in beam_log_probs).
-void mask_special_tokens(torch::Tensor& lprobs) {
-  for (const int64_t id : {kBos, kPad, kUnk}) lprobs.select(1, id).fill_(kNegInf);
-}
-
-// Rows in `force` (bool (N)) may only produce </s> (their sentence reached max_len).
-void force_eos(torch::Tensor& lprobs, const torch::Tensor& force) {
-  auto eos = lprobs.select(1, kEos).clone();
-  lprobs.masked_fill_(force.unsqueeze(1), kNegInf);
-  lprobs.select(1, kEos).copy_(eos);
-}
-
 }  // namespace
 
 std::vector<std::string> BeamSearchConfig::validate() const {
@@ -89,25 +76,27 @@ std::vector<std::vector<Hypothesis>> beam_search(model::Seq2Seq& model, const to
 
   for (int64_t step = 0; step <= longest; ++step) {
     auto logits = model->decoder->forward_step(tokens.slice(1, step, step + 1), cache);
-    // log p of every continuation plus its beam's score so far (fp32 under bf16): fairseq's
-    // lprobs + scores[:, step - 1], with the -inf masks below unchanged by the addition.
-    auto lprobs = model::kernels::beam_log_probs(logits, step == 0 ? torch::Tensor() : scores.select(1, step - 1));
-    if (!scores.defined()) scores = torch::zeros({bsz * beam, longest + 1}, lprobs.options());
-    mask_special_tokens(lprobs);
-    std::vector<int64_t> force(static_cast<size_t>(bsz));
-    bool any_force = false;
-    for (int64_t s = 0; s < bsz; ++s) {
-      force[s] = step >= max_len[active[s]];
-      any_force = any_force || force[s];
-    }
-    if (any_force) force_eos(lprobs, long_tensor(force, device).to(torch::kBool).repeat_interleave(beam));
-    if (step < config.min_len) lprobs.select(1, kEos).fill_(kNegInf);
-
-    // fairseq's BeamSearch.step: every beam's continuations; at step 0 the beams are equal.
-    auto lp = lprobs.view({bsz, beam, V});
-    auto flat = (step == 0 ? lp.slice(1, 0, 1) : lp).reshape({bsz, -1});
-    auto [cand_scores, cand_flat] = flat.topk(std::min(cand_size, flat.size(1) - 1));  // (B,2beam)
-    auto cand_beams = cand_flat.div(V, "floor"), cand_indices = cand_flat.remainder(V);
+    // fairseq's BeamSearch.step: the best K of every beam's continuations, log p plus the beam's
+    // score so far (fp32 under bf16), after fairseq's forbidden outputs (plus <unk> and <s>,
+    // docs/translate.md), </s> only where a sentence reached max_len and never before min_len.
+    // At step 0 the beams are equal: only the first one's. A sentence's best K are among its
+    // beams' best K each, which beam_candidates selects in the pass that computes them.
+    const int64_t K = std::min(cand_size, (step == 0 ? V : beam * V) - 1), k_row = std::min(K, V);
+    std::vector<int64_t> banned = {kBos, kPad, kUnk};
+    if (step < config.min_len) banned.push_back(kEos);
+    std::vector<uint8_t> eos_only;
+    for (int64_t s = 0; s < bsz; ++s)
+      if (step >= max_len[active[s]]) {
+        eos_only.resize(static_cast<size_t>(bsz * beam));
+        std::fill_n(eos_only.begin() + s * beam, beam, uint8_t{1});
+      }
+    auto rows = model::kernels::beam_candidates(logits, step == 0 ? torch::Tensor() : scores.select(1, step - 1),
+                                                k_row, banned, eos_only, kEos);
+    if (!scores.defined()) scores = torch::zeros({bsz * beam, longest + 1}, rows.values.options());
+    auto row_values = rows.values.view({bsz, beam, k_row}), row_ids = rows.ids.view({bsz, beam, k_row});
+    if (step == 0) row_values = row_values.slice(1, 0, 1), row_ids = row_ids.slice(1, 0, 1);
+    auto [cand_scores, cand_pos] = row_values.reshape({bsz, -1}).topk(K);  // (B,2beam)
+    auto cand_beams = cand_pos.div(k_row, "floor"), cand_indices = row_ids.reshape({bsz, -1}).gather(1, cand_pos);
     auto cand_bbsz = cand_beams + bbsz_offsets;
 
     // A </s> among the top `beam` candidates finishes that hypothesis (score normalised by

@@ -1,8 +1,10 @@
 // The fused beam-search scores against their unfused composition: ATen's log_softmax in
 // float, fairseq's NaN -> -inf, plus each row's score; float32, bf16 and fp16 logits, rows
 // whose width is not a multiple of the vector length, -inf entries, rows with a NaN or +inf,
-// a row without a finite entry.
+// a row without a finite entry. The candidates of a step (beam_candidates) against ATen's topk
+// of that composition after the beam search's masks.
 #include <limits>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -56,6 +58,76 @@ TEST(BeamLogProbs, Float64IsTheComposition) {
   auto out = model::kernels::beam_log_probs(logits, scores);
   EXPECT_EQ(out.scalar_type(), torch::kFloat64);
   EXPECT_TRUE(torch::allclose(out, expected, 0, 1e-15));
+}
+
+// The masks of beam_search before the fused selection: banned ids -inf, eos-only rows.
+torch::Tensor masked(torch::Tensor lp, const std::vector<int64_t>& banned, const std::vector<uint8_t>& eos_only,
+                     int64_t eos) {
+  for (size_t i = 0; i < eos_only.size(); ++i) {
+    if (!eos_only[i]) continue;
+    const auto kept = lp[static_cast<int64_t>(i)][eos].item<double>();
+    lp[static_cast<int64_t>(i)].fill_(-kInf);
+    lp[static_cast<int64_t>(i)][eos] = kept;
+  }
+  for (const auto id : banned) lp.select(1, id).fill_(-kInf);
+  return lp;
+}
+
+TEST(BeamCandidates, FusedEqualsTopkOfTheMaskedComposition) {
+  if (!model::kernels::beam_log_probs_fused(torch::zeros({1, 1}))) GTEST_SKIP() << "no AVX2 on this CPU";
+  torch::manual_seed(5);
+  for (const int64_t v : {37, 8000}) {
+    auto logits = torch::randn({10, v}) * 4;
+    logits[1][5] = -kInf;
+    logits[2][v - 1] = std::numeric_limits<double>::quiet_NaN();
+    logits[3][0] = kInf;
+    logits[4].fill_(-kInf);
+    logits[6][2] = 40;  // the eos of an eos-only row is also the row's best
+    logits[7][2] = 40;  // a banned id that would be the row's best
+    auto scores = torch::randn({10}) * 10;
+    scores[5] = -kInf;
+    const std::vector<uint8_t> eos_only = {0, 0, 0, 0, 0, 0, 1, 0, 1, 0};
+    for (const auto dtype : {torch::kFloat, torch::kBFloat16, torch::kHalf}) {
+      // bf16/fp16 logits tie often; the values must still agree, and the ids where a value is unique.
+      auto x = logits.to(dtype);
+      for (const int64_t k : {1, 10, 37}) {
+        for (const auto& banned : {std::vector<int64_t>{0, 1, 3}, std::vector<int64_t>{0, 1, 3, 2}}) {
+          for (const auto& only : {std::vector<uint8_t>{}, eos_only}) {
+            const auto what = "V " + std::to_string(v) + " k " + std::to_string(k) + " banned " +
+                              std::to_string(banned.size()) + " eos-only " + std::to_string(only.size());
+            auto got = model::kernels::beam_candidates(x, scores, k, banned, only, 2);
+            // The reference values: the fused scores (tested against ATen above), masked.
+            auto [values, ids] = masked(model::kernels::beam_log_probs(x, scores), banned, only, 2).topk(k);
+            ASSERT_EQ(got.values.sizes(), values.sizes()) << what;
+            EXPECT_TRUE(torch::equal(got.values, values)) << what;
+            // Every id is in range, distinct within its row, and carries its value.
+            auto lp = masked(model::kernels::beam_log_probs(x, scores), banned, only, 2);
+            EXPECT_TRUE(torch::equal(lp.gather(1, got.ids), got.values)) << what;
+            EXPECT_TRUE(torch::equal(std::get<0>(got.ids.sort(1)).diff(1, 1).gt(0).all(), torch::tensor(true)))
+                << what;
+            for (int64_t i = 0; i < x.size(0); ++i)
+              for (int64_t j = 0; j < k; ++j) {
+                const auto value = values[i][j].item<float>();
+                if (std::isfinite(value) && lp[i].eq(value).sum().item<int64_t>() == 1)
+                  EXPECT_EQ(got.ids[i][j].item<int64_t>(), ids[i][j].item<int64_t>()) << what << " row " << i;
+              }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Float64 takes ATen's topk of the masked composition itself.
+TEST(BeamCandidates, Float64IsTheMaskedComposition) {
+  auto logits = torch::randn({4, 11}, torch::kFloat64);
+  auto scores = torch::randn({4}, torch::kFloat64);
+  const std::vector<uint8_t> only = {0, 1, 0, 0};
+  auto expected = masked(torch::log_softmax(logits, -1) + scores.unsqueeze(1), {0, 1, 3}, only, 2).topk(4);
+  auto got = model::kernels::beam_candidates(logits, scores, 4, {0, 1, 3}, only, 2);
+  EXPECT_EQ(got.values.scalar_type(), torch::kFloat64);
+  EXPECT_TRUE(torch::allclose(got.values, std::get<0>(expected), 0, 1e-15));
+  EXPECT_TRUE(torch::equal(got.ids.select(0, 0), std::get<1>(expected).select(0, 0)));
 }
 
 }  // namespace

@@ -55,4 +55,49 @@ torch::Tensor beam_log_probs(const torch::Tensor& logits, const torch::Tensor& s
   return out;
 }
 
+BeamCandidates beam_candidates(const torch::Tensor& logits, const torch::Tensor& scores, int64_t k,
+                               const std::vector<int64_t>& banned, const std::vector<uint8_t>& eos_only, int64_t eos) {
+  const int64_t n = logits.size(0), v = logits.size(1);
+  TORCH_CHECK(k >= 1 && k <= v, "beam_candidates: k ", k, " for ", v, " entries a row");
+  TORCH_CHECK(eos_only.empty() || static_cast<int64_t>(eos_only.size()) == n, "beam_candidates: ",
+              eos_only.size(), " eos_only flags for ", n, " rows");
+  TORCH_CHECK(eos >= 0 && eos < v, "beam_candidates: eos ", eos, " outside ", v, " entries");
+  for (const auto id : banned) TORCH_CHECK(id >= 0 && id < v, "beam_candidates: banned id ", id, " outside ", v);
+  if (!beam_log_probs_fused(logits)) {
+    auto lp = beam_log_probs(logits, scores);
+    constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+    if (!eos_only.empty()) {
+      auto rows = torch::tensor(std::vector<int64_t>(eos_only.begin(), eos_only.end()), torch::kInt64)
+                      .to(lp.device()).to(torch::kBool);
+      auto kept = lp.select(1, eos).clone();
+      lp.masked_fill_(rows.unsqueeze(1), kNegInf);
+      lp.select(1, eos).copy_(kept);
+    }
+    for (const auto id : banned) lp.select(1, id).fill_(kNegInf);
+    auto [values, ids] = lp.topk(k);
+    return {values, ids};
+  }
+  TORCH_CHECK(logits.dim() == 2 && (!scores.defined() || (scores.dim() == 1 && scores.size(0) == n)),
+              "beam_candidates: logits (N,V) and scores (N), got ", logits.sizes());
+  auto x = logits.contiguous();
+  auto values = torch::empty({n, k}, x.options().dtype(torch::kFloat));
+  auto ids = torch::empty({n, k}, x.options().dtype(torch::kInt64));
+  torch::Tensor s = scores.defined() ? scores.to(torch::kFloat).contiguous() : torch::Tensor();
+  CandidateMasks masks;
+  masks.banned = banned.data();
+  masks.n_banned = static_cast<int64_t>(banned.size());
+  masks.eos_only = eos_only.empty() ? nullptr : eos_only.data();
+  masks.eos = eos;
+  const float* ps = s.defined() ? s.data_ptr<float>() : nullptr;
+  auto rows = [&](const auto* px) {
+    at::parallel_for(0, n, kRowsPerTask, [&](int64_t begin, int64_t end) {
+      beam_candidate_rows(px, ps, v, begin, end, masks, k, values.data_ptr<float>(), ids.data_ptr<int64_t>());
+    });
+  };
+  if (x.scalar_type() == torch::kFloat) rows(x.data_ptr<float>());
+  else if (x.scalar_type() == torch::kBFloat16) rows(reinterpret_cast<const c10::BFloat16*>(x.data_ptr()));
+  else rows(reinterpret_cast<const c10::Half*>(x.data_ptr()));
+  return {values, ids};
+}
+
 }  // namespace normlab::model::kernels

@@ -7,7 +7,23 @@
 
 namespace normlab::model::kernels {
 
+// What beam_candidate_rows() excludes: the ids in banned[0, n_banned) are -inf in every row,
+// and a row i with eos_only[i] != 0 (eos_only may be null) may only produce `eos`.
+struct CandidateMasks {
+  const int64_t* banned = nullptr;
+  int64_t n_banned = 0;
+  const uint8_t* eos_only = nullptr;
+  int64_t eos = 0;
+};
+
 template <class T>
 void beam_log_probs_rows(const T* logits, const float* scores, int64_t v, int64_t begin, int64_t end, float* out);
+
+// The k best continuations of rows [begin, end) by beam_log_probs_rows' values, with `masks`:
+// values (n,k) best first and their ids (n,k); an equal value keeps the lower id first; slots
+// with no finite value get -inf and the lowest ids not already in the row. k <= v.
+template <class T>
+void beam_candidate_rows(const T* logits, const float* scores, int64_t v, int64_t begin, int64_t end,
+                         const CandidateMasks& masks, int64_t k, float* values, int64_t* ids);
 
 }  // namespace normlab::model::kernels
