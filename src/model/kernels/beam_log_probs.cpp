@@ -20,6 +20,21 @@ torch::Tensor composed(const torch::Tensor& logits, const torch::Tensor& scores)
   return scores.defined() ? lp.add_(scores.unsqueeze(1)) : lp;
 }
 
+// f(pointer to x's first element) as const float*, const c10::BFloat16* or const c10::Half*:
+// the dtypes beam_log_probs_fused() admits.
+template <class F>
+void with_typed_rows(const torch::Tensor& x, F&& f) {
+  if (x.scalar_type() == torch::kFloat) f(x.data_ptr<float>());
+  else if (x.scalar_type() == torch::kBFloat16) f(reinterpret_cast<const c10::BFloat16*>(x.data_ptr()));
+  else f(reinterpret_cast<const c10::Half*>(x.data_ptr()));
+}
+
+void check_shapes(const char* what, const torch::Tensor& logits, const torch::Tensor& scores) {
+  TORCH_CHECK(logits.dim() == 2 && (!scores.defined() || (scores.dim() == 1 && scores.size(0) == logits.size(0))),
+              what, ": logits (N,V) and scores (N), got ", logits.sizes(), " and ",
+              scores.defined() ? scores.sizes() : torch::IntArrayRef{});
+}
+
 }  // namespace
 
 bool beam_log_probs_fused(const torch::Tensor& logits) {
@@ -35,28 +50,24 @@ bool beam_log_probs_fused(const torch::Tensor& logits) {
 }
 
 torch::Tensor beam_log_probs(const torch::Tensor& logits, const torch::Tensor& scores) {
-  TORCH_CHECK(logits.dim() == 2 && (!scores.defined() || (scores.dim() == 1 && scores.size(0) == logits.size(0))),
-              "beam_log_probs: logits (N,V) and scores (N), got ", logits.sizes(), " and ",
-              scores.defined() ? scores.sizes() : torch::IntArrayRef{});
+  check_shapes("beam_log_probs", logits, scores);
   if (!beam_log_probs_fused(logits)) return composed(logits, scores);
   auto x = logits.contiguous();
   const int64_t n = x.size(0), v = x.size(1);
   auto out = torch::empty({n, v}, x.options().dtype(torch::kFloat));
   torch::Tensor s = scores.defined() ? scores.to(torch::kFloat).contiguous() : torch::Tensor();
   const float* ps = s.defined() ? s.data_ptr<float>() : nullptr;
-  auto rows = [&](const auto* px) {
+  with_typed_rows(x, [&](const auto* px) {
     at::parallel_for(0, n, kRowsPerTask, [&](int64_t begin, int64_t end) {
       beam_log_probs_rows(px, ps, v, begin, end, out.data_ptr<float>());
     });
-  };
-  if (x.scalar_type() == torch::kFloat) rows(x.data_ptr<float>());
-  else if (x.scalar_type() == torch::kBFloat16) rows(reinterpret_cast<const c10::BFloat16*>(x.data_ptr()));
-  else rows(reinterpret_cast<const c10::Half*>(x.data_ptr()));
+  });
   return out;
 }
 
 BeamCandidates beam_candidates(const torch::Tensor& logits, const torch::Tensor& scores, int64_t k,
                                const std::vector<int64_t>& banned, const std::vector<uint8_t>& eos_only, int64_t eos) {
+  check_shapes("beam_candidates", logits, scores);
   const int64_t n = logits.size(0), v = logits.size(1);
   TORCH_CHECK(k >= 1 && k <= v, "beam_candidates: k ", k, " for ", v, " entries a row");
   TORCH_CHECK(eos_only.empty() || static_cast<int64_t>(eos_only.size()) == n, "beam_candidates: ",
@@ -77,8 +88,6 @@ BeamCandidates beam_candidates(const torch::Tensor& logits, const torch::Tensor&
     auto [values, ids] = lp.topk(k);
     return {values, ids};
   }
-  TORCH_CHECK(logits.dim() == 2 && (!scores.defined() || (scores.dim() == 1 && scores.size(0) == n)),
-              "beam_candidates: logits (N,V) and scores (N), got ", logits.sizes());
   auto x = logits.contiguous();
   auto values = torch::empty({n, k}, x.options().dtype(torch::kFloat));
   auto ids = torch::empty({n, k}, x.options().dtype(torch::kInt64));
@@ -89,14 +98,11 @@ BeamCandidates beam_candidates(const torch::Tensor& logits, const torch::Tensor&
   masks.eos_only = eos_only.empty() ? nullptr : eos_only.data();
   masks.eos = eos;
   const float* ps = s.defined() ? s.data_ptr<float>() : nullptr;
-  auto rows = [&](const auto* px) {
+  with_typed_rows(x, [&](const auto* px) {
     at::parallel_for(0, n, kRowsPerTask, [&](int64_t begin, int64_t end) {
       beam_candidate_rows(px, ps, v, begin, end, masks, k, values.data_ptr<float>(), ids.data_ptr<int64_t>());
     });
-  };
-  if (x.scalar_type() == torch::kFloat) rows(x.data_ptr<float>());
-  else if (x.scalar_type() == torch::kBFloat16) rows(reinterpret_cast<const c10::BFloat16*>(x.data_ptr()));
-  else rows(reinterpret_cast<const c10::Half*>(x.data_ptr()));
+  });
   return {values, ids};
 }
 
