@@ -4,6 +4,7 @@
 // a row without a finite entry. The candidates of a step (beam_candidates) against ATen's topk
 // of that composition after the beam search's masks.
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -23,17 +24,25 @@ torch::Tensor reference(const torch::Tensor& logits, const torch::Tensor& scores
   return scores.defined() ? lp + scores.unsqueeze(1) : lp;
 }
 
+// Random rows of width v with the cases a decoding step meets: a -inf entry (row 1), a NaN
+// (row 2), +inf (row 3), no finite entry (row 4); scores (rows) with a beam out of the running
+// (row 5, -inf).
+std::pair<torch::Tensor, torch::Tensor> rows_with_special_cases(int64_t rows, int64_t v) {
+  auto logits = torch::randn({rows, v}) * 4;
+  logits[1][5] = -kInf;
+  logits[2][v - 1] = std::numeric_limits<double>::quiet_NaN();
+  logits[3][0] = kInf;
+  logits[4].fill_(-kInf);
+  auto scores = torch::randn({rows}) * 10;
+  scores[5] = -kInf;
+  return {logits, scores};
+}
+
 TEST(BeamLogProbs, FusedEqualsComposition) {
   if (!model::kernels::beam_log_probs_fused(torch::zeros({1, 1}))) GTEST_SKIP() << "no AVX2 on this CPU";
   torch::manual_seed(3);
   for (const int64_t v : {37, 8000}) {
-    auto logits = torch::randn({9, v}) * 4;
-    logits[1][5] = -kInf;
-    logits[2][v - 1] = std::numeric_limits<double>::quiet_NaN();
-    logits[3][0] = kInf;
-    logits[4].fill_(-kInf);
-    auto scores = torch::randn({9}) * 10;
-    scores[5] = -kInf;  // a beam that is out of the running
+    auto [logits, scores] = rows_with_special_cases(9, v);
     for (const auto dtype : {torch::kFloat, torch::kBFloat16, torch::kHalf}) {
       auto x = logits.to(dtype);
       for (const auto& s : {scores, torch::Tensor()}) {
@@ -77,15 +86,9 @@ TEST(BeamCandidates, FusedEqualsTopkOfTheMaskedComposition) {
   if (!model::kernels::beam_log_probs_fused(torch::zeros({1, 1}))) GTEST_SKIP() << "no AVX2 on this CPU";
   torch::manual_seed(5);
   for (const int64_t v : {37, 8000}) {
-    auto logits = torch::randn({10, v}) * 4;
-    logits[1][5] = -kInf;
-    logits[2][v - 1] = std::numeric_limits<double>::quiet_NaN();
-    logits[3][0] = kInf;
-    logits[4].fill_(-kInf);
+    auto [logits, scores] = rows_with_special_cases(10, v);
     logits[6][2] = 40;  // the eos of an eos-only row is also the row's best
     logits[7][2] = 40;  // a banned id that would be the row's best
-    auto scores = torch::randn({10}) * 10;
-    scores[5] = -kInf;
     const std::vector<uint8_t> eos_only = {0, 0, 0, 0, 0, 0, 1, 0, 1, 0};
     for (const auto dtype : {torch::kFloat, torch::kBFloat16, torch::kHalf}) {
       // bf16/fp16 logits tie often; the values must still agree, and the ids where a value is unique.
