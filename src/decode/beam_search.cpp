@@ -10,6 +10,7 @@
 #include "core/tokens.h"
 #include "data/batching.h"
 #include "model/kernels/beam_log_probs.h"
+#include "model/linear.h"
 
 namespace normlab::decode {
 namespace {
@@ -60,6 +61,8 @@ std::vector<std::vector<Hypothesis>> beam_search(model::Seq2Seq& model, const to
 
   // One guard for the whole search: the weights are cast to bf16/fp16 once, not every step.
   auto guard = model->precision_guard();
+  // The linear layers' weights packed once per search (model/linear.h).
+  model::PackedWeights packed(*model);
   // The encoder runs once, and its keys and values are projected once per sentence (the
   // decoder rows of a sentence's beams read them together).
   auto cache = model->decoder->start_decoding(model->encoder(src), longest + 1);
@@ -167,7 +170,8 @@ std::vector<std::vector<Hypothesis>> beam_search(model::Seq2Seq& model, const to
     tokens.select(1, step + 1).copy_(cand_indices.gather(1, active_hypos).view(-1));
     scores = scores.index_select(0, new_rows);
     scores.select(1, step).copy_(cand_scores.gather(1, active_hypos).view(-1));
-    // Greedy keeps every row in place unless sentences left: then the copy is skipped.
+    // Greedy keeps every row in place unless sentences left: no gather then (the next step's
+    // append makes room for its position with a plain copy).
     if (beam > 1 || kept_sentences.defined()) cache.reorder((active_beams + old_offsets).view(-1), kept_sentences);
   }
 

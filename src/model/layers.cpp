@@ -200,7 +200,7 @@ torch::Tensor DecoderImpl::forward(const torch::Tensor& prev_output_tokens, cons
 }
 
 torch::Tensor DecoderImpl::output(const torch::Tensor& x) {
-  return torch::linear(layer_norm ? layer_norm(x) : x, output_weight());
+  return model::linear(layer_norm ? layer_norm(x) : x, output_weight());
 }
 
 DecoderCache DecoderImpl::start_decoding(const EncoderOut& encoder, int64_t max_positions) {

@@ -1,16 +1,52 @@
-// y = x Wᵀ + b through ATen's at::linear: one addmm over the flattened rows, as Python's
-// F.linear does. torch::nn::Linear::forward (LibTorch's C++ functional linear) instead computes
-// a 3-D input as matmul followed by an in-place bias add: an extra element-wise pass forward,
-// a bias reduction node backward, and more again in a double backward (docs/performance.md).
+// y = x Wᵀ + b, the one place the model's linear layers run.
+//
+// By default through ATen's at::linear: one addmm over the flattened rows, as Python's F.linear
+// does. torch::nn::Linear::forward (LibTorch's C++ functional linear) instead computes a 3-D
+// input as matmul followed by an in-place bias add: an extra element-wise pass forward, a bias
+// reduction node backward, and more again in a double backward (docs/performance.md).
+//
+// Inside a PackedWeights scope (decoding), with gradients off and on the CPU, a module's
+// weights are instead reordered once into oneDNN's blocked layout and every product runs
+// oneDNN's inner product on them (what CTranslate2 and PyTorch's frozen inference graphs do):
+// no per-call weight reorder, and oneDNN's kernels where they beat the BLAS (docs/performance.md,
+// "weights packed once").
 #pragma once
 
+#include <memory>
+
+#include <torch/nn/module.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/torch.h>
 
 namespace normlab::model {
 
+// x (..., K), w (N, K), b (N) or undefined -> (..., N); under autocast in its dtype.
+torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b = {});
+
 inline torch::Tensor linear(const torch::nn::Linear& layer, const torch::Tensor& x) {
-  return torch::linear(x, layer->weight, layer->bias);
+  return linear(x, layer->weight, layer->bias);
 }
+
+// While alive on this thread, linear() with gradients off, on the CPU, in float32 or in the
+// bf16 of a precision guard, runs on `module`'s parameters packed once per parameter and dtype
+// (the cast from autocast's cache). Other operands (a weight built per call, float64, CUDA)
+// take at::linear. Like a PrecisionGuard, the weights must not change while it is alive; an
+// inner scope defers to the outer one. Inactive (at::linear throughout) where it does not pay:
+// on a CPU without AVX-512 for float32 (measured slower there), or in a LibTorch without oneDNN.
+class PackedWeights {
+ public:
+  explicit PackedWeights(const torch::nn::Module& module);
+  ~PackedWeights();
+  PackedWeights(const PackedWeights&) = delete;
+  PackedWeights& operator=(const PackedWeights&) = delete;
+
+  // The (weight, dtype) pairs packed so far by this scope (0 for an inner or inactive one).
+  size_t packed() const;
+
+  struct State;
+
+ private:
+  std::unique_ptr<State> state_;  // null when an outer scope is alive or oneDNN is missing
+};
 
 }  // namespace normlab::model

@@ -1,0 +1,85 @@
+#include "model/linear.h"
+
+#include <map>
+#include <optional>
+#include <unordered_set>
+#include <utility>
+
+#include <ATen/autocast_mode.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+
+#include "core/runtime.h"
+#include "model/precision.h"
+
+namespace normlab::model {
+
+struct PackedWeights::State {
+  c10::OperatorHandle reorder, product;     // mkldnn::_reorder_linear_weight, _linear_pointwise
+  bool fp32 = false;                        // float32 products packed too (else bf16 only)
+  std::unordered_set<const c10::TensorImpl*> parameters;
+  // (parameter, dtype) -> the weight in that dtype in oneDNN's layout; each entry also keeps
+  // its parameter alive, so that no other tensor can take its address while the scope lives.
+  std::map<std::pair<const c10::TensorImpl*, c10::ScalarType>, std::pair<torch::Tensor, torch::Tensor>> packed;
+};
+
+namespace {
+
+thread_local PackedWeights::State* current = nullptr;
+
+torch::Tensor call(const c10::OperatorHandle& op, std::vector<c10::IValue> args) {
+  op.callBoxed(&args);
+  return args.front().toTensor();
+}
+
+std::optional<c10::OperatorHandle> find(const char* name) {
+  return c10::Dispatcher::singleton().findOp({name, ""});
+}
+
+// The dtype of the product when the scope takes it, else nullopt: float32 (where packing pays
+// for it), or the bf16 of an active CPU autocast. float64, fp16 (no CPU use) and anything on
+// another device take at::linear.
+std::optional<c10::ScalarType> packed_dtype(const PackedWeights::State& s, const torch::Tensor& x,
+                                            const torch::Tensor& w) {
+  if (c10::GradMode::is_enabled() || !x.device().is_cpu() || x.numel() == 0 || w.scalar_type() != c10::kFloat ||
+      !s.parameters.count(w.unsafeGetTensorImpl()))
+    return std::nullopt;
+  if (x.scalar_type() != c10::kFloat && x.scalar_type() != c10::kBFloat16) return std::nullopt;
+  if (at::autocast::is_autocast_enabled(c10::DeviceType::CPU)) {
+    const auto dtype = at::autocast::get_autocast_dtype(c10::DeviceType::CPU);
+    return dtype == c10::kBFloat16 ? std::optional(dtype) : std::nullopt;
+  }
+  return x.scalar_type() == c10::kFloat && s.fp32 ? std::optional(c10::kFloat) : std::nullopt;
+}
+
+}  // namespace
+
+PackedWeights::PackedWeights(const torch::nn::Module& module) {
+  if (current) return;
+  auto reorder = find("mkldnn::_reorder_linear_weight"), product = find("mkldnn::_linear_pointwise");
+  if (!reorder || !product) return;
+  static const bool avx512 = core::runtime_info().cpu_capability == "AVX512";
+  state_ = std::make_unique<State>(State{*reorder, *product, avx512, {}, {}});
+  for (const auto& p : module.parameters()) state_->parameters.insert(p.unsafeGetTensorImpl());
+  current = state_.get();
+}
+
+PackedWeights::~PackedWeights() {
+  if (state_) current = nullptr;
+}
+
+size_t PackedWeights::packed() const { return state_ ? state_->packed.size() : 0; }
+
+torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) {
+  const auto dtype = current ? packed_dtype(*current, x, w) : std::nullopt;
+  if (!dtype) return torch::linear(x, w, b);
+  auto& entry = current->packed[{w.unsafeGetTensorImpl(), *dtype}];
+  if (!entry.first.defined()) {
+    // autocast_operand: the bf16 cast autocast would hand at::linear (cached per scope).
+    entry = {w, call(current->reorder, {*dtype == c10::kFloat ? w : autocast_operand(w), c10::IValue()})};
+  }
+  const auto bias = b.defined() ? c10::IValue(*dtype == c10::kFloat ? b : autocast_operand(b)) : c10::IValue();
+  return call(current->product, {x.to(*dtype).contiguous(), entry.second, bias, std::string("none"),
+                                 c10::List<std::optional<c10::Scalar>>(), c10::IValue()});
+}
+
+}  // namespace normlab::model
