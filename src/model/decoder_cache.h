@@ -1,7 +1,8 @@
 // What incremental decoding keeps between steps (fairseq's incremental_state), laid out so
-// that a step writes one position in place and a beam reordering is one gather: every decoder
-// layer's self-attention keys and values in one buffer, and each layer's encoder-attention
-// keys and values, projected once per sentence (not per beam).
+// that a step writes one position in place, a beam reordering is one gather, and attention
+// reads dense keys and values: every decoder layer's self-attention keys and values in one
+// buffer, and each layer's encoder-attention keys and values, projected once per sentence (not
+// per beam).
 #pragma once
 
 #include <cstdint>
@@ -26,7 +27,8 @@ class DecoderCache {
 
   int64_t steps() const { return steps_; }  // positions fed so far
   // Writes `layer`'s newest self-attention key and value (N,H,1,D) at position steps() in
-  // place and returns positions 0..steps() as views (N,H,steps()+1,D). N = B * beam rows.
+  // place and returns positions 0..steps() as contiguous views (N,H,steps()+1,D). N = B * beam
+  // rows.
   KeyValues append(size_t layer, const KeyValues& newest);
   void advance() { ++steps_; }  // the step is done: later append()s write the next position
   const KeyValues& encoder(size_t layer) const { return encoder_[layer]; }
@@ -38,17 +40,26 @@ class DecoderCache {
   void reorder(const torch::Tensor& rows, const torch::Tensor& sentences);
 
  private:
-  // The buffers for at least `positions` positions: grown by doubling, so that a batch's
-  // buffers stay below glibc's mmap threshold and reuse freed heap memory (core/runtime.h).
-  void reserve(int64_t positions);
+  // Moves positions 0..steps()-1 of the rows `rows` (all rows in order when undefined) into
+  // the spare storage laid out with a free position steps() after them, which becomes the
+  // cache.
+  void relayout(const torch::Tensor& rows);
+  // `storage`'s first elements as (2 * layers, n, H, positions, D); grows `storage` (doubling,
+  // so that a batch's buffers stay below glibc's mmap threshold and reuse freed heap memory,
+  // core/runtime.h) when it holds fewer.
+  torch::Tensor laid_out(torch::Tensor& storage, int64_t n, int64_t positions) const;
 
   std::vector<KeyValues> encoder_;
   torch::Tensor encoder_bias_;
   int64_t max_positions_;
   int64_t steps_ = 0;
-  int64_t rows_ = 0;     // N: the rows in use (the buffers may hold more)
-  torch::Tensor self_;   // (2 * layers, N, H, capacity, D): layer l's keys at 2l, values at 2l+1
-  torch::Tensor spare_;  // self_'s shape: the target of the next reorder, then swapped
+  // The self-attention keys and values, dense: the first elements of self_ are
+  // (2 * layers, N, H, P, D), layer l's keys at 2l and values at 2l+1, with P = steps() + 1
+  // (room for the newest position) or P = steps() (no room yet: the next append relayouts).
+  // Dense rows make attention's batched products several times faster than rows strided by a
+  // capacity (docs/performance.md). A step's gather writes into spare_, then the two swap.
+  torch::Tensor self_, spare_;  // flat storage
+  torch::Tensor view_;          // self_ as laid out now; undefined before the first append
 };
 
 }  // namespace normlab::model

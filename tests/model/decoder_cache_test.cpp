@@ -1,7 +1,7 @@
 // The decoding cache against full recomputation, in the way beam search uses it: a sentence's
 // beams in consecutive rows reading its encoder keys and values together, beams taking over
-// other beams' prefixes, a finished sentence dropped, and more steps than the first
-// allocation holds (the buffers grow).
+// other beams' prefixes, steps without a reordering (greedy), a finished sentence dropped, and
+// 70 steps (the buffers grow); float32 steps with the weights packed as beam search runs them.
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -9,6 +9,7 @@
 
 #include "core/tokens.h"
 #include "model/init.h"
+#include "model/linear.h"
 #include "model/seq2seq.h"
 #include "tiny_model.h"
 
@@ -37,8 +38,9 @@ TEST(DecoderCache, BeamsReorderDropAndGrowAsFullRecomputation) {
     std::vector<int64_t> sentence = {0, 0, 0, 1, 1, 1};
     std::vector<std::vector<int64_t>> prefix(sentence.size(), std::vector<int64_t>{kEos});
     for (int64_t t = 0; t < kSteps; ++t) {
-      if (t > 0) {  // the rows' newest tokens, then a reordering as beam search makes them
+      if (t > 0)  // the rows' newest tokens
         for (size_t r = 0; r < prefix.size(); ++r) prefix[r].push_back(4 + (7 * t + 3 * static_cast<int64_t>(r)) % 25);
+      if (t > 0 && t % 5 != 1) {  // a reordering as beam search makes them (none every 5th step)
         std::vector<int64_t> rows;
         torch::Tensor kept;
         if (t == 40) {  // sentence 0 finished: its rows leave, sentence 1's beams reorder
@@ -65,7 +67,11 @@ TEST(DecoderCache, BeamsReorderDropAndGrowAsFullRecomputation) {
         newest.push_back(prefix[r].back());
         rows_src.push_back(src[static_cast<size_t>(sentence[r])]);
       }
-      auto step = m->decoder->forward_step(torch::tensor(newest).view({-1, 1}), cache);  // (N,V)
+      torch::Tensor step;  // (N,V)
+      {
+        model::PackedWeights packed(*m);  // as beam_search runs the steps (model/linear.h)
+        step = m->decoder->forward_step(torch::tensor(newest).view({-1, 1}), cache);
+      }
       auto full = m->forward(ids(rows_src), ids(prefix)).select(1, t);
       ASSERT_EQ(step.sizes(), full.sizes()) << "step " << t;
       EXPECT_LT((step - full).abs().max().item<double>(), tol) << "step " << t << " dtype " << dtype;
