@@ -89,12 +89,14 @@ TEST(BeamCandidates, FusedEqualsTopkOfTheMaskedComposition) {
     auto [logits, scores] = rows_with_special_cases(10, v);
     logits[6][2] = 40;  // the eos of an eos-only row is also the row's best
     logits[7][2] = 40;  // a banned id that would be the row's best
+    logits[8][30] = 40;  // a banned id past the special ones' vector, the row's best
     const std::vector<uint8_t> eos_only = {0, 0, 0, 0, 0, 0, 1, 0, 1, 0};
     for (const auto dtype : {torch::kFloat, torch::kBFloat16, torch::kHalf}) {
       // bf16/fp16 logits tie often; the values must still agree, and the ids where a value is unique.
       auto x = logits.to(dtype);
       for (const int64_t k : {1, 10, 37}) {
-        for (const auto& banned : {std::vector<int64_t>{0, 1, 3}, std::vector<int64_t>{0, 1, 3, 2}}) {
+        for (const auto& banned : {std::vector<int64_t>{0, 1, 3}, std::vector<int64_t>{0, 1, 3, 2},
+                                   std::vector<int64_t>{30, 3, 0}}) {
           for (const auto& only : {std::vector<uint8_t>{}, eos_only}) {
             const auto what = "V " + std::to_string(v) + " k " + std::to_string(k) + " banned " +
                               std::to_string(banned.size()) + " eos-only " + std::to_string(only.size());

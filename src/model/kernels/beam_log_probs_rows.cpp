@@ -1,5 +1,6 @@
 #include "model/kernels/beam_log_probs_rows.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <type_traits>
@@ -114,6 +115,12 @@ void beam_candidate_rows(const T* logits, const float* scores, int64_t v, int64_
       if (masks.banned[b] == j) return true;
     return false;
   };
+  // The banned ids' span: vectors that overlap it are looked at element by element (the
+  // special ids, 0-3, share the first vector).
+  const auto [lowest, highest] = masks.n_banned == 0
+                                     ? std::pair<int64_t, int64_t>(v, -1)
+                                     : std::pair(*std::min_element(masks.banned, masks.banned + masks.n_banned),
+                                                 *std::max_element(masks.banned, masks.banned + masks.n_banned));
   for (int64_t i = begin; i < end; ++i) {
     const T* x = logits + i * v;
     TopK top(values + i * k, ids + i * k, k);
@@ -132,10 +139,8 @@ void beam_candidate_rows(const T* logits, const float* scores, int64_t v, int64_
       alignas(64) float lane[kLanes];
       for (int64_t j = 0; j < body; j += kLanes) {
         const Vec y = load_float(x + j) - shift - vlog + vscore;
-        bool has_banned = false;
-        for (int64_t b = 0; b < masks.n_banned; ++b)
-          has_banned = has_banned || (masks.banned[b] >= j && masks.banned[b] < j + kLanes);
-        if (!has_banned && (y > Vec(top.threshold())).zero_mask() == kAllLanes) continue;
+        const bool may_hold_banned = j <= highest && j + kLanes > lowest;
+        if (!may_hold_banned && (y > Vec(top.threshold())).zero_mask() == kAllLanes) continue;
         y.store(lane);
         for (int64_t l = 0; l < kLanes; ++l)
           if (!banned(j + l)) top.offer(lane[l], j + l);
