@@ -1,6 +1,5 @@
 #include "model/kernels/beam_log_probs_rows.h"
 
-#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <type_traits>
@@ -115,12 +114,6 @@ void beam_candidate_rows(const T* logits, const float* scores, int64_t v, int64_
       if (masks.banned[b] == j) return true;
     return false;
   };
-  // The banned ids' span: vectors that overlap it are looked at element by element (the
-  // special ids, 0-3, share the first vector).
-  const auto [lowest, highest] = masks.n_banned == 0
-                                     ? std::pair<int64_t, int64_t>(v, -1)
-                                     : std::pair(*std::min_element(masks.banned, masks.banned + masks.n_banned),
-                                                 *std::max_element(masks.banned, masks.banned + masks.n_banned));
   for (int64_t i = begin; i < end; ++i) {
     const T* x = logits + i * v;
     TopK top(values + i * k, ids + i * k, k);
@@ -134,13 +127,13 @@ void beam_candidate_rows(const T* logits, const float* scores, int64_t v, int64_
       if (!banned(masks.eos)) top.offer(value(masks.eos), masks.eos);
     } else {
       // Pass 3 as beam_log_probs_rows, comparing each vector with the k-th best so far; only
-      // vectors with a lane above it, or holding a banned id, are looked at element by element.
+      // vectors with a lane above it are looked at element by element, and only there can a
+      // banned id be offered, so only there are they skipped.
       const Vec shift(mx), vlog(log_sum), vscore(score);
       alignas(64) float lane[kLanes];
       for (int64_t j = 0; j < body; j += kLanes) {
         const Vec y = load_float(x + j) - shift - vlog + vscore;
-        const bool may_hold_banned = j <= highest && j + kLanes > lowest;
-        if (!may_hold_banned && (y > Vec(top.threshold())).zero_mask() == kAllLanes) continue;
+        if ((y > Vec(top.threshold())).zero_mask() == kAllLanes) continue;
         y.store(lane);
         for (int64_t l = 0; l < kLanes; ++l)
           if (!banned(j + l)) top.offer(lane[l], j + l);
