@@ -25,11 +25,9 @@ Norm final_layer_norm(torch::nn::Module& stack, const ModelConfig& config) {
   return stack.register_module("layer_norm", Norm(config.scheme.norm_kind, config.d_model));
 }
 
-
-
 torch::Tensor feed_forward(torch::nn::Linear& fc1, torch::nn::Linear& fc2,
                            const torch::Tensor& x, double activation_dropout, bool training) {
-  return linear(fc2, model::dropout(torch::relu(linear(fc1, x)), activation_dropout, training));
+  return linear(fc2, model::dropout(linear_relu(fc1, x), activation_dropout, training));
 }
 
 double deepnorm_alpha(const ModelConfig& c, bool decoder) {

@@ -69,17 +69,33 @@ PackedWeights::~PackedWeights() {
 
 size_t PackedWeights::packed() const { return state_ ? state_->packed.size() : 0; }
 
-torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) {
+namespace {
+
+// linear() and linear_relu(): with the ReLU in oneDNN's epilogue on the packed path.
+torch::Tensor product(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b, bool relu) {
   const auto dtype = current ? packed_dtype(*current, x, w) : std::nullopt;
-  if (!dtype) return torch::linear(x, w, b);
+  if (!dtype) {
+    auto y = torch::linear(x, w, b);
+    return relu ? torch::relu(y) : y;
+  }
   auto& entry = current->packed[{w.unsafeGetTensorImpl(), *dtype}];
   if (!entry.first.defined()) {
     // autocast_operand: the bf16 cast autocast would hand at::linear (cached per scope).
     entry = {w, call(current->reorder, {*dtype == c10::kFloat ? w : autocast_operand(w), c10::IValue()})};
   }
   const auto bias = b.defined() ? c10::IValue(*dtype == c10::kFloat ? b : autocast_operand(b)) : c10::IValue();
-  return call(current->product, {x.to(*dtype).contiguous(), entry.second, bias, std::string("none"),
+  return call(current->product, {x.to(*dtype).contiguous(), entry.second, bias, std::string(relu ? "relu" : "none"),
                                  c10::List<std::optional<c10::Scalar>>(), c10::IValue()});
+}
+
+}  // namespace
+
+torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) {
+  return product(x, w, b, false);
+}
+
+torch::Tensor linear_relu(const torch::nn::Linear& layer, const torch::Tensor& x) {
+  return product(x, layer->weight, layer->bias, true);
 }
 
 }  // namespace normlab::model

@@ -1,5 +1,5 @@
-// model::linear inside a PackedWeights scope (oneDNN on weights packed once) against a float64
-// product computed here, in float32 and in bf16 under a precision guard; and the cases that
+// model::linear and linear_relu inside a PackedWeights scope (oneDNN on weights packed once)
+// against a float64 product computed here, in float32 and in bf16 under a precision guard; and the cases that
 // must take ATen's linear instead (gradients on, float64, a weight that is not the module's).
 #include <cmath>
 
@@ -53,8 +53,10 @@ TEST(PackedWeights, EqualsTheProductInFloat32AndBf16) {
         auto expected_sizes = shape;
         expected_sizes.back() = (*layer)->weight.size(0);
         EXPECT_EQ(y.sizes().vec(), expected_sizes);
-        EXPECT_LT(relative_error(y, reference(x, (*layer)->weight, (*layer)->bias, dtype)), tol)
-            << (bf16 ? "bf16 " : "fp32 ") << shape.size() << "-D";
+        const auto expected = reference(x, (*layer)->weight, (*layer)->bias, dtype);
+        EXPECT_LT(relative_error(y, expected), tol) << (bf16 ? "bf16 " : "fp32 ") << shape.size() << "-D";
+        EXPECT_LT(relative_error(model::linear_relu(*layer, x), expected.clamp_min(0)), tol)
+            << "relu " << (bf16 ? "bf16 " : "fp32 ") << shape.size() << "-D";
       }
     }
     // Each weight once per dtype, however often it is used.
