@@ -3,6 +3,7 @@
 #include <limits>
 
 #include <ATen/Parallel.h>
+#include <ATen/record_function.h>
 #include <torch/torch.h>
 
 #include "model/kernels/beam_log_probs_rows.h"
@@ -67,6 +68,7 @@ torch::Tensor beam_log_probs(const torch::Tensor& logits, const torch::Tensor& s
 
 BeamCandidates beam_candidates(const torch::Tensor& logits, const torch::Tensor& scores, int64_t k,
                                const std::vector<int64_t>& banned, const std::vector<uint8_t>& eos_only, int64_t eos) {
+  RECORD_FUNCTION("normlab::beam_candidates", std::vector<c10::IValue>());  // in profiles (bench/profile_ops.py)
   check_shapes("beam_candidates", logits, scores);
   const int64_t n = logits.size(0), v = logits.size(1);
   TORCH_CHECK(k >= 1 && k <= v, "beam_candidates: k ", k, " for ", v, " entries a row");
