@@ -21,34 +21,6 @@ torch::Tensor long_tensor(const std::vector<int64_t>& v, const torch::Device& de
   return torch::tensor(v, torch::kInt64).to(device);
 }
 
-// Rows of a step projected to logits and scored a block at a time, so that a block's logits
-// are still in cache when the scores pass reads them: all rows at once write and read back
-// N x V logits (40 MB a step at 1,250 rows in fp32) through memory. Only where the projection
-// runs on packed weights, which keep their speed at 64 rows (ATen's BLAS loses it there:
-// docs/performance.md, "weights packed once").
-constexpr int64_t kRowsPerBlock = 64;
-
-model::kernels::BeamCandidates step_candidates(model::DecoderImpl& decoder, const torch::Tensor& features,
-                                               const torch::Tensor& prev_scores, int64_t k,
-                                               const std::vector<int64_t>& banned,
-                                               const std::vector<uint8_t>& eos_only) {
-  const int64_t n = features.size(0);
-  const int64_t block = model::runs_packed(features, decoder.output_weight()) ? kRowsPerBlock : n;
-  std::vector<torch::Tensor> values, ids;
-  for (int64_t r = 0; r < n; r += block) {
-    const int64_t m = std::min(block, n - r);
-    std::vector<uint8_t> only;
-    if (!eos_only.empty()) only.assign(eos_only.begin() + r, eos_only.begin() + r + m);
-    auto c = model::kernels::beam_candidates(decoder.project(features.narrow(0, r, m)),
-                                             prev_scores.defined() ? prev_scores.narrow(0, r, m) : torch::Tensor(),
-                                             k, banned, only, kEos);
-    if (m == n) return c;
-    values.push_back(c.values);
-    ids.push_back(c.ids);
-  }
-  return {torch::cat(values), torch::cat(ids)};
-}
-
 }  // namespace
 
 std::vector<std::string> BeamSearchConfig::validate() const {
@@ -106,7 +78,7 @@ std::vector<std::vector<Hypothesis>> beam_search(model::Seq2Seq& model, const to
   std::vector<char> finished(n_sentences, 0);
 
   for (int64_t step = 0; step <= longest; ++step) {
-    auto features = model->decoder->step_features(tokens.slice(1, step, step + 1), cache);  // (N,C)
+    auto logits = model->decoder->forward_step(tokens.slice(1, step, step + 1), cache);
     // fairseq's BeamSearch.step: the best K of every beam's continuations, log p plus the beam's
     // score so far (fp32 under bf16), after fairseq's forbidden outputs (plus <unk> and <s>,
     // docs/translate.md), </s> only where a sentence reached max_len and never before min_len.
@@ -121,8 +93,8 @@ std::vector<std::vector<Hypothesis>> beam_search(model::Seq2Seq& model, const to
         eos_only.resize(static_cast<size_t>(bsz * beam));
         std::fill_n(eos_only.begin() + s * beam, beam, uint8_t{1});
       }
-    auto rows = step_candidates(*model->decoder, features, step == 0 ? torch::Tensor() : scores.select(1, step - 1),
-                                k_row, banned, eos_only);
+    auto rows = model::kernels::beam_candidates(logits, step == 0 ? torch::Tensor() : scores.select(1, step - 1),
+                                                k_row, banned, eos_only, kEos);
     if (!scores.defined()) scores = torch::zeros({bsz * beam, longest + 1}, rows.values.options());
     auto row_values = rows.values.view({bsz, beam, k_row}), row_ids = rows.ids.view({bsz, beam, k_row});
     if (step == 0) row_values = row_values.slice(1, 0, 1), row_ids = row_ids.slice(1, 0, 1);

@@ -194,13 +194,11 @@ torch::Tensor DecoderImpl::forward(const torch::Tensor& prev_output_tokens, cons
   auto x = embedding_.forward(embed_tokens, prev_output_tokens, is_training());
   for (const auto& layer : *layers)
     x = layer->as<DecoderLayerImpl>()->forward(x, padding_mask, encoder.out, encoder.padding_mask);
-  return project(final_norm(x));  // (B,T,V)
+  return output(x);  // (B,T,V)
 }
 
-torch::Tensor DecoderImpl::final_norm(const torch::Tensor& x) { return layer_norm ? layer_norm(x) : x; }
-
-torch::Tensor DecoderImpl::project(const torch::Tensor& features) {
-  return model::linear(features, output_weight());
+torch::Tensor DecoderImpl::output(const torch::Tensor& x) {
+  return model::linear(layer_norm ? layer_norm(x) : x, output_weight());
 }
 
 DecoderCache DecoderImpl::start_decoding(const EncoderOut& encoder, int64_t max_positions) {
@@ -213,15 +211,11 @@ DecoderCache DecoderImpl::start_decoding(const EncoderOut& encoder, int64_t max_
   return DecoderCache(std::move(kv), bias, max_positions);
 }
 
-torch::Tensor DecoderImpl::step_features(const torch::Tensor& token, DecoderCache& cache) {
+torch::Tensor DecoderImpl::forward_step(const torch::Tensor& token, DecoderCache& cache) {
   auto x = embedding_.forward(embed_tokens, token, is_training(), cache.steps());  // (N,1,C)
   for (size_t i = 0; i < layers->size(); ++i) x = layers[i]->as<DecoderLayerImpl>()->forward_step(x, cache, i);
   cache.advance();
-  return final_norm(x.squeeze(1));  // (N,C)
-}
-
-torch::Tensor DecoderImpl::forward_step(const torch::Tensor& token, DecoderCache& cache) {
-  return project(step_features(token, cache));  // (N,V)
+  return output(x).squeeze(1);  // (N,V)
 }
 
 }  // namespace normlab::model

@@ -100,13 +100,8 @@ class DecoderImpl : public torch::nn::Module {
   DecoderCache start_decoding(const EncoderOut& encoder, int64_t max_positions);
   // One step of incremental decoding: the newest token (N,1) at position cache.steps(), the
   // earlier ones held in `cache` -> logits (N,V); advances cache. Equals the last row of
-  // forward() on the whole prefix (within float rounding). = project(step_features(...)).
+  // forward() on the whole prefix (within float rounding).
   torch::Tensor forward_step(const torch::Tensor& token, DecoderCache& cache);
-  // The same step up to the output projection: the final hidden states (N,C), after the final
-  // norm; project() makes them logits. Beam search projects them a block of rows at a time.
-  torch::Tensor step_features(const torch::Tensor& token, DecoderCache& cache);
-  // features (..., C) -> logits (..., V): the product with output_weight().
-  torch::Tensor project(const torch::Tensor& features);
   // The output projection (V,C): the decoder's table when shared, else its own matrix.
   torch::Tensor output_weight() const;
 
@@ -117,7 +112,7 @@ class DecoderImpl : public torch::nn::Module {
   std::shared_ptr<AdminProfile> admin_profile = std::make_shared<AdminProfile>();
 
  private:
-  torch::Tensor final_norm(const torch::Tensor& x);  // the final norm, if any
+  torch::Tensor output(const torch::Tensor& x);  // final norm (if any), projection to V
 
   TokenEmbedding embedding_;
 };

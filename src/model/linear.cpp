@@ -90,10 +90,6 @@ torch::Tensor product(const torch::Tensor& x, const torch::Tensor& w, const torc
 
 }  // namespace
 
-bool runs_packed(const torch::Tensor& x, const torch::Tensor& w) {
-  return current && packed_dtype(*current, x, w).has_value();
-}
-
 torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) {
   return product(x, w, b, false);
 }

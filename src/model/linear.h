@@ -30,9 +30,6 @@ inline torch::Tensor linear(const torch::nn::Linear& layer, const torch::Tensor&
 // relu(linear(layer, x)), the ReLU in the product's epilogue on the packed path (one pass less).
 torch::Tensor linear_relu(const torch::nn::Linear& layer, const torch::Tensor& x);
 
-// Whether linear(x, w) runs on packed weights here and now (a PackedWeights scope applies).
-bool runs_packed(const torch::Tensor& x, const torch::Tensor& w);
-
 // While alive on this thread, linear() with gradients off, on the CPU, in float32 or in the
 // bf16 of a precision guard, runs on `module`'s parameters packed once per parameter and dtype
 // (the cast from autocast's cache). Other operands (a weight built per call, float64, CUDA)
