@@ -51,26 +51,6 @@ std::optional<c10::ScalarType> packed_dtype(const PackedWeights::State& s, const
   return x.scalar_type() == c10::kFloat && s.fp32 ? std::optional(c10::kFloat) : std::nullopt;
 }
 
-}  // namespace
-
-PackedWeights::PackedWeights(const torch::nn::Module& module) {
-  if (current) return;
-  auto reorder = find("mkldnn::_reorder_linear_weight"), product = find("mkldnn::_linear_pointwise");
-  if (!reorder || !product) return;
-  static const bool avx512 = core::runtime_info().cpu_capability == "AVX512";
-  state_ = std::make_unique<State>(State{*reorder, *product, avx512, {}, {}});
-  for (const auto& p : module.parameters()) state_->parameters.insert(p.unsafeGetTensorImpl());
-  current = state_.get();
-}
-
-PackedWeights::~PackedWeights() {
-  if (state_) current = nullptr;
-}
-
-size_t PackedWeights::packed() const { return state_ ? state_->packed.size() : 0; }
-
-namespace {
-
 // linear() and linear_relu(): with the ReLU in oneDNN's epilogue on the packed path.
 torch::Tensor product(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b, bool relu) {
   const auto dtype = current ? packed_dtype(*current, x, w) : std::nullopt;
@@ -89,6 +69,22 @@ torch::Tensor product(const torch::Tensor& x, const torch::Tensor& w, const torc
 }
 
 }  // namespace
+
+PackedWeights::PackedWeights(const torch::nn::Module& module) {
+  if (current) return;
+  auto reorder_op = find("mkldnn::_reorder_linear_weight"), product_op = find("mkldnn::_linear_pointwise");
+  if (!reorder_op || !product_op) return;
+  static const bool avx512 = core::runtime_info().cpu_capability == "AVX512";
+  state_ = std::make_unique<State>(State{*reorder_op, *product_op, avx512, {}, {}});
+  for (const auto& p : module.parameters()) state_->parameters.insert(p.unsafeGetTensorImpl());
+  current = state_.get();
+}
+
+PackedWeights::~PackedWeights() {
+  if (state_) current = nullptr;
+}
+
+size_t PackedWeights::packed() const { return state_ ? state_->packed.size() : 0; }
 
 torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) {
   return product(x, w, b, false);
