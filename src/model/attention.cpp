@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include "model/dropout.h"
+#include "model/kernels/cached_attention.h"
 #include "model/linear.h"
 #include "model/precision.h"
 
@@ -91,17 +92,34 @@ KeyValues MultiheadAttentionImpl::project_kv(const torch::Tensor& x) const {
   return {key(split_heads(linear(k_proj, x))), split_heads(linear(v_proj, x))};
 }
 
+torch::Tensor MultiheadAttentionImpl::step_query(const torch::Tensor& query) const {
+  const int64_t N = query.size(0), C = query.size(2);
+  return scaled_query(linear(q_proj, query).view({N, heads_, C / heads_}));
+}
+
 torch::Tensor MultiheadAttentionImpl::forward_step(const torch::Tensor& query, const KeyValues& kv,
                                                    const torch::Tensor& bias) {
-  const int64_t N = query.size(0), C = query.size(2), B = kv.k.size(0), L = kv.k.size(2), D = C / heads_;
+  return attend_step(step_query(query), kv, bias);
+}
+
+torch::Tensor MultiheadAttentionImpl::forward_step(const torch::Tensor& query, const SelfHistory& history) {
+  auto q = step_query(query);
+  if (!kernels::cached_attention_fused(q)) return attend_step(q, history.dense(), {});
+  auto context = kernels::cached_attention(q, history.k, history.v, history.rows);  // (N,H,D)
+  return linear(out_proj, context.view({q.size(0), 1, -1}));
+}
+
+torch::Tensor MultiheadAttentionImpl::attend_step(const torch::Tensor& q, const KeyValues& kv,
+                                                  const torch::Tensor& bias) {
+  const int64_t N = q.size(0), D = q.size(2), C = heads_ * D, B = kv.k.size(0), L = kv.k.size(2);
   TORCH_CHECK(N % B == 0, "attention step: ", N, " query rows for ", B, " key/value rows");
   const int64_t G = N / B;
-  // (N,1,C) -> (B*H,G,D): a view when G = 1
-  auto q = scaled_query(linear(q_proj, query).view({B, G, heads_, D})).transpose(1, 2).reshape({B * heads_, G, D});
+  // (N,H,D) -> (B*H,G,D): a view when G = 1
+  auto qg = q.view({B, G, heads_, D}).transpose(1, 2).reshape({B * heads_, G, D});
   auto k = kv.k.reshape({B * heads_, L, D}), v = kv.v.reshape({B * heads_, L, D});  // views of the cache
-  auto scores = bias.defined() ? torch::baddbmm(bias.view({B * heads_, 1, L}), q, k.transpose(1, 2))
-                               : torch::bmm(q, k.transpose(1, 2));  // (B*H,G,L)
-  auto context = torch::bmm(torch::softmax(scores, -1), v);        // (B*H,G,D)
+  auto scores = bias.defined() ? torch::baddbmm(bias.view({B * heads_, 1, L}), qg, k.transpose(1, 2))
+                               : torch::bmm(qg, k.transpose(1, 2));  // (B*H,G,L)
+  auto context = torch::bmm(torch::softmax(scores, -1), v);         // (B*H,G,D)
   return linear(out_proj, context.view({B, heads_, G, D}).transpose(1, 2).reshape({N, 1, C}));
 }
 

@@ -37,6 +37,9 @@ class MultiheadAttentionImpl : public torch::nn::Module {
   // `bias` (B,H,1,L) is added to the scores (-inf at padding), or undefined. No causal mask:
   // every cached key is at or before the query. Returns (N,1,C).
   torch::Tensor forward_step(const torch::Tensor& query, const KeyValues& kv, const torch::Tensor& bias);
+  // One decoding step of self-attention: query (N,1,C) attends to the N rows' cached positions
+  // (model/kernels/cached_attention on the CPU, else forward_step() on history.dense()).
+  torch::Tensor forward_step(const torch::Tensor& query, const SelfHistory& history);
 
   // Analysis hook (src/analysis, --trace-logits): sees forward()'s scaled scores q.k/sqrt(D)
   // (B,H,T,S), -inf where masked, before the softmax (not forward_step()'s). Unset: no cost.
@@ -60,6 +63,10 @@ class MultiheadAttentionImpl : public torch::nn::Module {
   // (B,H,L,D).
   std::vector<torch::Tensor> project(const torch::Tensor& x,
                                      std::initializer_list<const torch::nn::Linear*> layers) const;
+  // A decoding step's query (N,1,C) -> (N,H,D), projected and scaled.
+  torch::Tensor step_query(const torch::Tensor& query) const;
+  // forward_step() from the scaled query q (N,H,D): kv, bias as there. Returns (N,1,C).
+  torch::Tensor attend_step(const torch::Tensor& q, const KeyValues& kv, const torch::Tensor& bias);
   // q (B,H,T,D) already scaled, k, v (B,H,S,D) -> (B,T,C)
   torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                        const torch::Tensor& key_padding_mask, bool causal);

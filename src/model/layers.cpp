@@ -108,7 +108,7 @@ torch::Tensor DecoderLayerImpl::forward_step(const torch::Tensor& x, DecoderCach
   auto h = self_attn_block.forward(
       x,
       [&](const torch::Tensor& t) {
-        return self_attn->forward_step(t, cache.append(index, self_attn->project_kv(t)), {});
+        return self_attn->forward_step(t, cache.append(index, self_attn->project_kv(t)));
       },
       train);
   h = encoder_attn_block.forward(

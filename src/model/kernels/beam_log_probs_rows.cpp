@@ -2,7 +2,6 @@
 
 #include <cmath>
 #include <limits>
-#include <type_traits>
 #include <utility>
 
 #include <ATen/cpu/vec/functional.h>
@@ -10,23 +9,14 @@
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
 
+#include "model/kernels/float_lanes.h"
+
 namespace normlab::model::kernels {
 namespace {
 
-using Vec = at::vec::Vectorized<float>;
+using Vec = FloatLanes;
 constexpr int64_t kLanes = Vec::size();
 constexpr int kAllLanes = (1 << kLanes) - 1;  // zero_mask() of a comparison no lane passed
-
-template <class T>
-Vec load_float(const T* x) {
-  if constexpr (std::is_same_v<T, float>) {
-    return Vec::loadu(x);
-  } else {
-    Vec a;
-    at::vec::load_to_float(x, a);
-    return a;
-  }
-}
 
 // Passes 1 and 2 over a row (in cache after the first): its maximum (ATen's maximum propagates
 // NaN) and log(sum exp(x - max)). NaN in their sum marks a row that fairseq makes all -inf.
