@@ -6,6 +6,7 @@
 #include <ATen/record_function.h>
 #include <torch/torch.h>
 
+#include "core/runtime.h"
 #include "model/kernels/beam_log_probs_rows.h"
 
 namespace normlab::model::kernels {
@@ -28,6 +29,13 @@ void with_typed_rows(const torch::Tensor& x, F&& f) {
   if (x.scalar_type() == torch::kFloat) f(x.data_ptr<float>());
   else if (x.scalar_type() == torch::kBFloat16) f(reinterpret_cast<const c10::BFloat16*>(x.data_ptr()));
   else f(reinterpret_cast<const c10::Half*>(x.data_ptr()));
+}
+
+// Whether the rows run their AVX-512 build: where ATen runs its own kernels at AVX-512 (the CPU
+// has it, and ATEN_CPU_CAPABILITY does not lower it), else the AVX2 one.
+bool avx512_rows() {
+  static const bool avx512 = core::runtime_info().cpu_capability == "AVX512";
+  return avx512;
 }
 
 void check_shapes(const char* what, const torch::Tensor& logits, const torch::Tensor& scores) {
@@ -60,7 +68,8 @@ torch::Tensor beam_log_probs(const torch::Tensor& logits, const torch::Tensor& s
   const float* ps = s.defined() ? s.data_ptr<float>() : nullptr;
   with_typed_rows(x, [&](const auto* px) {
     at::parallel_for(0, n, kRowsPerTask, [&](int64_t begin, int64_t end) {
-      beam_log_probs_rows(px, ps, v, begin, end, out.data_ptr<float>());
+      if (avx512_rows()) avx512::beam_log_probs_rows(px, ps, v, begin, end, out.data_ptr<float>());
+      else avx2::beam_log_probs_rows(px, ps, v, begin, end, out.data_ptr<float>());
     });
   });
   return out;
@@ -102,7 +111,10 @@ BeamCandidates beam_candidates(const torch::Tensor& logits, const torch::Tensor&
   const float* ps = s.defined() ? s.data_ptr<float>() : nullptr;
   with_typed_rows(x, [&](const auto* px) {
     at::parallel_for(0, n, kRowsPerTask, [&](int64_t begin, int64_t end) {
-      beam_candidate_rows(px, ps, v, begin, end, masks, k, values.data_ptr<float>(), ids.data_ptr<int64_t>());
+      auto* pv = values.data_ptr<float>();
+      auto* pi = ids.data_ptr<int64_t>();
+      if (avx512_rows()) avx512::beam_candidate_rows(px, ps, v, begin, end, masks, k, pv, pi);
+      else avx2::beam_candidate_rows(px, ps, v, begin, end, masks, k, pv, pi);
     });
   });
   return {values, ids};

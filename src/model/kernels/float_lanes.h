@@ -1,5 +1,5 @@
 // ATen's float vector loaded from float, c10::BFloat16 or c10::Half elements: for the row
-// kernels compiled apart with AVX2/FMA (CMake); include it only from those files.
+// kernels compiled apart with AVX2/FMA or AVX-512 (CMake); include it only from those files.
 #pragma once
 
 #include <type_traits>
@@ -7,6 +7,7 @@
 #include <ATen/cpu/vec/vec.h>
 
 namespace normlab::model::kernels {
+inline namespace CPU_CAPABILITY {  // one per instruction set a file is built for, as ATen's vec
 
 using FloatLanes = at::vec::Vectorized<float>;
 
@@ -21,4 +22,5 @@ FloatLanes load_float(const T* x) {
   }
 }
 
+}  // namespace CPU_CAPABILITY
 }  // namespace normlab::model::kernels
