@@ -6,7 +6,7 @@
 #include <torch/torch.h>
 
 #include "model/dropout.h"
-#include "model/kernels/cached_attention.h"
+#include "model/kernels/attention_step.h"
 #include "model/linear.h"
 #include "model/precision.h"
 
@@ -99,13 +99,16 @@ torch::Tensor MultiheadAttentionImpl::step_query(const torch::Tensor& query) con
 
 torch::Tensor MultiheadAttentionImpl::forward_step(const torch::Tensor& query, const KeyValues& kv,
                                                    const torch::Tensor& bias) {
-  return attend_step(step_query(query), kv, bias);
+  auto q = step_query(query);
+  if (!kernels::attention_step_fused(q)) return attend_step(q, kv, bias);
+  auto context = kernels::encoder_attention_step(q, kv.k, kv.v, bias);  // (N,H,D)
+  return linear(out_proj, context.view({q.size(0), 1, -1}));
 }
 
 torch::Tensor MultiheadAttentionImpl::forward_step(const torch::Tensor& query, const SelfHistory& history) {
   auto q = step_query(query);
-  if (!kernels::cached_attention_fused(q)) return attend_step(q, history.dense(), {});
-  auto context = kernels::cached_attention(q, history.k, history.v, history.rows);  // (N,H,D)
+  if (!kernels::attention_step_fused(q)) return attend_step(q, history.dense(), {});
+  auto context = kernels::self_attention_step(q, history.k, history.v, history.rows);  // (N,H,D)
   return linear(out_proj, context.view({q.size(0), 1, -1}));
 }
 

@@ -33,12 +33,12 @@ class MultiheadAttentionImpl : public torch::nn::Module {
   KeyValues project_kv(const torch::Tensor& x) const;
   // One decoding step: query (N,1,C), the newest position, attends to `kv` (B,H,L,D) with
   // N = B * G: the G consecutive query rows of a kv row (a sentence's beams, for encoder
-  // attention) read it together, as one small matrix product instead of G repeated rows.
-  // `bias` (B,H,1,L) is added to the scores (-inf at padding), or undefined. No causal mask:
+  // attention) read it together (on the CPU fused, model/kernels/attention_step.h; elsewhere one
+  // small matrix product, not G repeated rows). `bias` (B,H,1,L) is added to the scores (-inf at padding), or undefined. No causal mask:
   // every cached key is at or before the query. Returns (N,1,C).
   torch::Tensor forward_step(const torch::Tensor& query, const KeyValues& kv, const torch::Tensor& bias);
   // One decoding step of self-attention: query (N,1,C) attends to the N rows' cached positions
-  // (model/kernels/cached_attention on the CPU, else forward_step() on history.dense()).
+  // (model/kernels/attention_step.h on the CPU, else ATen's products on history.dense()).
   torch::Tensor forward_step(const torch::Tensor& query, const SelfHistory& history);
 
   // Analysis hook (src/analysis, --trace-logits): sees forward()'s scaled scores q.k/sqrt(D)

@@ -20,7 +20,7 @@ struct KeyValues {
 
 // One layer's self-attention keys and values for positions 0..P-1 as the current N rows read
 // them: row n's position p is row rows[n][p] of k[p] and v[p] (each (N_p,H,D), contiguous, N_p
-// the rows decoding at step p). model/kernels/cached_attention reads them in place.
+// the rows decoding at step p). model/kernels/attention_step.h reads them in place.
 struct SelfHistory {
   std::vector<torch::Tensor> k, v;
   torch::Tensor rows;  // int64 (N,P), on the keys' device
