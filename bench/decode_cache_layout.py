@@ -1,5 +1,7 @@
 #!/usr/bin/env python3
-"""Why the decoder cache is dense (model/decoder_cache.h, docs/performance.md): attention's two
+"""Why the decoder cache was made dense in 622ee7e (docs/performance.md; since 9897c80 it keeps
+each position's keys and values where the step wrote them, read through a row table by a fused
+kernel, model/kernels/attention_step.h, so neither layout below is used now): attention's two
 batched products of a decoding step over keys and values whose rows are strided by a capacity
 (the old (N, H, capacity, D) buffer) against the same data dense (N, H, positions, D); and the
 step's gather into a buffer with room for one more position, as `index_select` into the strided

@@ -170,8 +170,7 @@ std::vector<std::vector<Hypothesis>> beam_search(model::Seq2Seq& model, const to
     tokens.select(1, step + 1).copy_(cand_indices.gather(1, active_hypos).view(-1));
     scores = scores.index_select(0, new_rows);
     scores.select(1, step).copy_(cand_scores.gather(1, active_hypos).view(-1));
-    // Greedy keeps every row in place unless sentences left: no gather then (the next step's
-    // append makes room for its position with a plain copy).
+    // Greedy keeps every row in place unless sentences left: nothing to reorder then.
     if (beam > 1 || kept_sentences.defined()) cache.reorder((active_beams + old_offsets).view(-1), kept_sentences);
   }
 
