@@ -97,11 +97,13 @@ torch::Tensor MultiheadAttentionImpl::step_query(const torch::Tensor& query) con
   return scaled_query(linear(q_proj, query).view({N, heads_, C / heads_}));
 }
 
-torch::Tensor MultiheadAttentionImpl::forward_step(const torch::Tensor& query, const KeyValues& kv,
-                                                   const torch::Tensor& bias) {
+torch::Tensor MultiheadAttentionImpl::forward_step(const torch::Tensor& query, const EncoderMemory& memory) {
   auto q = step_query(query);
-  if (!kernels::attention_step_fused(q)) return attend_step(q, kv, bias);
-  auto context = kernels::encoder_attention_step(q, kv.k, kv.v, bias);  // (N,H,D)
+  if (!kernels::attention_step_fused(q)) {
+    TORCH_CHECK(!memory.sentences.defined(), "attention step: a sentence table without the fused kernel");
+    return attend_step(q, memory.kv, memory.bias);
+  }
+  auto context = kernels::encoder_attention_step(q, memory.kv.k, memory.kv.v, memory.bias, memory.sentences);
   return linear(out_proj, context.view({q.size(0), 1, -1}));
 }
 

@@ -31,12 +31,11 @@ class MultiheadAttentionImpl : public torch::nn::Module {
                         const torch::Tensor& key_padding_mask, bool causal);
   // x (B,L,C) -> its keys and values, each (B,H,L,D): what incremental decoding caches.
   KeyValues project_kv(const torch::Tensor& x) const;
-  // One decoding step: query (N,1,C), the newest position, attends to `kv` (B,H,L,D) with
-  // N = B * G: the G consecutive query rows of a kv row (a sentence's beams, for encoder
-  // attention) read it together (on the CPU fused, model/kernels/attention_step.h; elsewhere one
-  // small matrix product, not G repeated rows). `bias` (B,H,1,L) is added to the scores (-inf at padding), or undefined. No causal mask:
-  // every cached key is at or before the query. Returns (N,1,C).
-  torch::Tensor forward_step(const torch::Tensor& query, const KeyValues& kv, const torch::Tensor& bias);
+  // One decoding step of encoder attention: query (N,1,C), the newest position, attends to the
+  // memory's keys and values with N = B' * G: the G consecutive query rows of a sentence (its
+  // beams) read it together (on the CPU fused, model/kernels/attention_step.h; elsewhere one
+  // small matrix product, not G repeated rows), the bias added to the scores. Returns (N,1,C).
+  torch::Tensor forward_step(const torch::Tensor& query, const EncoderMemory& memory);
   // One decoding step of self-attention: query (N,1,C) attends to the N rows' cached positions
   // (model/kernels/attention_step.h on the CPU, else ATen's products on history.dense()).
   torch::Tensor forward_step(const torch::Tensor& query, const SelfHistory& history);
@@ -65,7 +64,9 @@ class MultiheadAttentionImpl : public torch::nn::Module {
                                      std::initializer_list<const torch::nn::Linear*> layers) const;
   // A decoding step's query (N,1,C) -> (N,H,D), projected and scaled.
   torch::Tensor step_query(const torch::Tensor& query) const;
-  // forward_step() from the scaled query q (N,H,D): kv, bias as there. Returns (N,1,C).
+  // A decoding step on ATen's products from the scaled query q (N,H,D): kv (B,H,L,D) read by
+  // the N / B consecutive rows of each of its B rows, `bias` (B,H,1,L) added to the scores, or
+  // undefined. Returns (N,1,C).
   torch::Tensor attend_step(const torch::Tensor& q, const KeyValues& kv, const torch::Tensor& bias);
   // q (B,H,T,D) already scaled, k, v (B,H,S,D) -> (B,T,C)
   torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,

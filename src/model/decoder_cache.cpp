@@ -4,6 +4,8 @@
 
 #include <torch/torch.h>
 
+#include "model/kernels/attention_step.h"
+
 namespace normlab::model {
 
 KeyValues SelfHistory::dense() const {
@@ -17,13 +19,17 @@ KeyValues SelfHistory::dense() const {
 }
 
 DecoderCache::DecoderCache(std::vector<KeyValues> encoder, torch::Tensor encoder_bias, int64_t max_positions)
-    : encoder_(std::move(encoder)), encoder_bias_(std::move(encoder_bias)), max_positions_(max_positions),
-      self_(encoder_.size()) {
-  TORCH_CHECK(!encoder_.empty(), "DecoderCache needs at least one decoder layer");
+    : max_positions_(max_positions), self_(encoder.size()) {
+  TORCH_CHECK(!encoder.empty(), "DecoderCache needs at least one decoder layer");
   TORCH_CHECK(max_positions_ >= 1, "DecoderCache: max_positions must be >= 1, got ", max_positions_);
-  // Contiguous, so that attention views (B,H,S,D) as (B*H,S,D) without a copy every step.
-  for (auto& kv : encoder_) kv = {kv.k.contiguous(), kv.v.contiguous()};
-  encoder_bias_ = encoder_bias_.contiguous();
+  const auto& k = encoder.front().k;
+  fused_ = kernels::attention_step_fused(k.scalar_type(), k.device(), k.size(3));
+  encoder_bias = encoder_bias.contiguous();
+  for (auto& kv : encoder) {
+    // Contiguous: ATen's products view (B,H,S,D) as (B*H,S,D) without a copy every step, and
+    // the fused kernel reads each head's positions as one block.
+    encoder_.push_back({{kv.k.contiguous(), kv.v.contiguous()}, encoder_bias, {}});
+  }
 }
 
 const SelfHistory& DecoderCache::append(size_t layer, const KeyValues& newest) {
@@ -60,10 +66,17 @@ void DecoderCache::advance() {
 void DecoderCache::reorder(const torch::Tensor& rows, const torch::Tensor& sentences) {
   TORCH_CHECK(!step_rows_.defined(), "DecoderCache: reorder in the middle of step ", steps_);
   if (rows.defined() && rows_.defined()) rows_ = rows_.index_select(0, rows.to(rows_.device(), torch::kLong));
-  if (sentences.defined()) {
-    for (auto& kv : encoder_) kv = {kv.k.index_select(0, sentences), kv.v.index_select(0, sentences)};
-    encoder_bias_ = encoder_bias_.index_select(0, sentences);
+  if (!sentences.defined()) return;
+  if (fused_) {  // the sentences' table, composed
+    const auto& now = encoder_.front().sentences;
+    auto table = now.defined() ? now.index_select(0, sentences.to(now.device(), torch::kLong))
+                               : sentences.to(torch::kCPU, torch::kLong).contiguous();
+    for (auto& memory : encoder_) memory.sentences = table;
+    return;
   }
+  auto bias = encoder_.front().bias.index_select(0, sentences);
+  for (auto& memory : encoder_)
+    memory = {{memory.kv.k.index_select(0, sentences), memory.kv.v.index_select(0, sentences)}, bias, {}};
 }
 
 }  // namespace normlab::model

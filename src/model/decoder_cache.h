@@ -29,12 +29,23 @@ struct SelfHistory {
   KeyValues dense() const;
 };
 
+// One layer's encoder-attention keys and values (B,H,S,D) and the score bias (B,H,1,S), -inf at
+// source padding, else 0. `sentences` int64 (B'), or undefined (B' = B, in order): which of the
+// B sentences the current B' are. With `sentences` defined only the fused kernel reads them
+// (model/kernels/attention_step.h); elsewhere the cache gathers instead.
+struct EncoderMemory {
+  KeyValues kv;
+  torch::Tensor bias, sentences;
+};
+
 class DecoderCache {
  public:
   // `encoder`: each decoder layer's encoder-attention keys and values (B,H,S,D) for the B
-  // sentences, made contiguous here; `encoder_bias` (B,H,1,S): added to the encoder-attention
-  // scores, -inf at source padding, else 0. `max_positions`: the most positions the decoder
-  // will be fed (beam search: max_len + 1).
+  // sentences; `encoder_bias` (B,H,1,S): added to the encoder-attention scores, -inf at source
+  // padding, else 0. `max_positions`: the most positions the decoder will be fed (beam search:
+  // max_len + 1). Where the fused attention steps apply, the keys and values are kept as they
+  // are (views of the projections) and finished sentences leave through EncoderMemory's
+  // `sentences`; elsewhere they are made contiguous and gathered when sentences leave.
   DecoderCache(std::vector<KeyValues> encoder, torch::Tensor encoder_bias, int64_t max_positions);
 
   int64_t steps() const { return steps_; }  // positions fed so far
@@ -43,18 +54,17 @@ class DecoderCache {
   // positions 0..steps(). N = B * beam rows.
   const SelfHistory& append(size_t layer, const KeyValues& newest);
   void advance();  // the step is done (every layer appended): later append()s write the next position
-  const KeyValues& encoder(size_t layer) const { return encoder_[layer]; }
-  const torch::Tensor& encoder_bias() const { return encoder_bias_; }
+  const EncoderMemory& encoder(size_t layer) const { return encoder_[layer]; }
 
   // Row i becomes row rows[i] (int64 (N'); beams taking over other beams' prefixes, finished
   // sentences dropped): a gather of the row table only; the keys and values stay where they
-  // are (a finished sentence's rows too, until the batch ends). The encoder's keys and values
-  // follow `sentences` (int64 (B')) when it is defined (sentences dropped), else stay.
+  // are (a finished sentence's rows too, until the batch ends). The encoder memory follows
+  // `sentences` (int64 (B')) when it is defined (sentences dropped), else stays.
   void reorder(const torch::Tensor& rows, const torch::Tensor& sentences);
 
  private:
-  std::vector<KeyValues> encoder_;
-  torch::Tensor encoder_bias_;
+  std::vector<EncoderMemory> encoder_;
+  bool fused_ = false;  // the fused attention steps read the encoder memory (else it is gathered)
   int64_t max_positions_;
   int64_t steps_ = 0;
   std::vector<SelfHistory> self_;  // per layer

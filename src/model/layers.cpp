@@ -114,7 +114,7 @@ torch::Tensor DecoderLayerImpl::forward_step(const torch::Tensor& x, DecoderCach
   h = encoder_attn_block.forward(
       h,
       [&](const torch::Tensor& t) {
-        return encoder_attn->forward_step(t, cache.encoder(index), cache.encoder_bias());
+        return encoder_attn->forward_step(t, cache.encoder(index));
       },
       train);
   return ffn_block.forward(

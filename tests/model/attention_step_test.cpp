@@ -88,28 +88,39 @@ TEST(AttentionStep, EncoderEqualsSoftmaxAttentionOfEachSentencesBeams) {
   constexpr int64_t kSentences = 3, kBeams = 4, kHeads = 2, kD = 24;
   for (const auto& [type, rel, abs] : kTolerances) {
     for (const int64_t s : {1, 9, 16}) {
-      auto q = (torch::randn({kSentences * kBeams, kHeads, kD}) / std::sqrt(double{kD})).to(type);
-      auto k = (torch::randn({kSentences, kHeads, s, kD}) * 2).to(type), v = torch::randn({kSentences, kHeads, s, kD}).to(type);
+      // As the decoder projects them: (B,S,C) viewed by heads as (B,H,S,D), strided.
+      auto k = (torch::randn({kSentences, s, kHeads, kD}) * 2).to(type).transpose(1, 2);
+      auto v = torch::randn({kSentences, s, kHeads, kD}).to(type).transpose(1, 2);
       auto bias = torch::zeros({kSentences, 1, 1, s});
       if (s > 1) bias[1].narrow(-1, s / 2, s - s / 2).fill_(-std::numeric_limits<double>::infinity());  // padding
       bias = bias.expand({kSentences, kHeads, 1, s}).contiguous().to(type);
-      for (const bool with_bias : {true, false}) {
-        const auto& b = with_bias ? bias : torch::Tensor();
-        auto out = model::kernels::encoder_attention_step(q, k, v, b);
-        ASSERT_EQ(out.scalar_type(), type);
-        // Each beam reading its sentence: keys, values and bias repeated per beam.
-        auto rep = [&](const torch::Tensor& x) { return x.to(torch::kDouble).repeat_interleave(kBeams, 0); };
-        auto scores = torch::matmul(q.to(torch::kDouble).unsqueeze(2), rep(k).transpose(-2, -1));  // (N,H,1,S)
-        if (with_bias) scores = scores + rep(bias);
-        auto want = torch::matmul(torch::softmax(scores, -1), rep(v)).squeeze(2);
-        EXPECT_LT(excess(out, want, rel), abs) << type << ", " << s << " positions, bias " << with_bias;
+      // All sentences in order, or sentence 1 finished and the other two's rows swapped.
+      for (const auto& table : {torch::Tensor(), torch::tensor(std::vector<int64_t>{2, 0})}) {
+        const auto current = table.defined() ? table : torch::arange(kSentences);
+        auto q = (torch::randn({current.size(0) * kBeams, kHeads, kD}) / std::sqrt(double{kD})).to(type);
+        for (const bool with_bias : {true, false}) {
+          const auto& b = with_bias ? bias : torch::Tensor();
+          auto out = model::kernels::encoder_attention_step(q, k, v, b, table);
+          ASSERT_EQ(out.scalar_type(), type);
+          // Each beam reading its sentence: keys, values and bias gathered and repeated per beam.
+          auto rep = [&](const torch::Tensor& x) {
+            return x.to(torch::kDouble).index_select(0, current).repeat_interleave(kBeams, 0);
+          };
+          auto scores = torch::matmul(q.to(torch::kDouble).unsqueeze(2), rep(k).transpose(-2, -1));  // (N,H,1,S)
+          if (with_bias) scores = scores + rep(bias);
+          auto want = torch::matmul(torch::softmax(scores, -1), rep(v)).squeeze(2);
+          EXPECT_LT(excess(out, want, rel), abs)
+              << type << ", " << s << " positions, bias " << with_bias << ", table " << table.defined();
+        }
       }
     }
   }
   auto q = torch::randn({6, 2, 8}), k = torch::randn({4, 2, 5, 8});
-  EXPECT_THROW(model::kernels::encoder_attention_step(q, k, k, {}), c10::Error);  // 6 rows for 4 sentences
-  EXPECT_THROW(model::kernels::encoder_attention_step(q.narrow(0, 0, 4), k, k.to(torch::kBFloat16), {}), c10::Error);
-  EXPECT_THROW(model::kernels::encoder_attention_step(q.narrow(0, 0, 4), k, k, torch::zeros({4, 2, 1, 4})), c10::Error);
+  EXPECT_THROW(model::kernels::encoder_attention_step(q, k, k, {}, {}), c10::Error);  // 6 rows for 4 sentences
+  EXPECT_THROW(model::kernels::encoder_attention_step(q.narrow(0, 0, 4), k, k.to(torch::kBFloat16), {}, {}), c10::Error);
+  EXPECT_THROW(model::kernels::encoder_attention_step(q.narrow(0, 0, 4), k, k, torch::zeros({4, 2, 1, 4}), {}), c10::Error);
+  EXPECT_THROW(model::kernels::encoder_attention_step(q, k, k, {}, torch::tensor(std::vector<int64_t>{0, 4})),
+               c10::Error);  // sentence 4 of 4
 }
 
 TEST(AttentionStep, RefusesRowsOutsideTheirPositionAndMismatchedOperands) {

@@ -55,16 +55,19 @@ void check_operand(const char* what, const char* name, const torch::Tensor& x, c
 
 }  // namespace
 
-bool attention_step_fused(const torch::Tensor& q) {
+bool attention_step_fused(c10::ScalarType type, c10::Device device, int64_t head_dim) {
 #if defined(__x86_64__) && defined(__GNUC__)
   static const bool vector_units = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  const auto type = q.scalar_type();
-  return vector_units && q.device().is_cpu() && q.dim() == 3 && q.size(2) % 8 == 0 &&
+  return vector_units && device.is_cpu() && head_dim % 8 == 0 &&
          (type == torch::kFloat || type == torch::kBFloat16 || type == torch::kHalf);
 #else
-  (void)q;
+  (void)type, (void)device, (void)head_dim;
   return false;  // the row kernels are built for x86-64's AVX2 only
 #endif
+}
+
+bool attention_step_fused(const torch::Tensor& q) {
+  return q.dim() == 3 && attention_step_fused(q.scalar_type(), q.device(), q.size(2));
 }
 
 torch::Tensor self_attention_step(const torch::Tensor& q, const std::vector<torch::Tensor>& keys,
@@ -98,19 +101,34 @@ torch::Tensor self_attention_step(const torch::Tensor& q, const std::vector<torc
 }
 
 torch::Tensor encoder_attention_step(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                     const torch::Tensor& bias) {
+                                     const torch::Tensor& bias, const torch::Tensor& sentences) {
   RECORD_FUNCTION("normlab::encoder_attention_step", std::vector<c10::IValue>());
   const char* what = "encoder_attention_step";
   check_query(what, q);
   const int64_t n = q.size(0), heads = q.size(1), d = q.size(2);
-  const int64_t b = k.dim() == 4 ? k.size(0) : 0, s = k.dim() == 4 ? k.size(2) : 0;
-  check_operand(what, "keys", k, q, {b, heads, s, d});
-  check_operand(what, "values", v, q, {b, heads, s, d});
+  TORCH_CHECK(k.dim() == 4 && k.size(1) == heads && k.size(3) == d && k.stride(3) == 1 && v.sizes() == k.sizes() &&
+                  v.strides() == k.strides() && k.scalar_type() == q.scalar_type() &&
+                  v.scalar_type() == q.scalar_type() && k.device().is_cpu() && v.device().is_cpu(),
+              what, ": keys ", k.sizes(), " and values ", v.sizes(), " must be (B,", heads, ",S,", d, ") ",
+              q.scalar_type(), " on the CPU with the same strides, the last one 1");
+  const int64_t b = k.size(0), s = k.size(2);
   if (bias.defined()) check_operand(what, "bias", bias, q, {b, heads, 1, s});
-  TORCH_CHECK(b > 0 && s > 0 && n % b == 0, what, ": ", n, " query rows for ", b, " sentences of ", s, " positions");
+  const int64_t current = sentences.defined() ? sentences.numel() : b;
+  TORCH_CHECK(s > 0 && current > 0 && n % current == 0, what, ": ", n, " query rows for ", current, " sentences of ",
+              s, " positions");
+  const int64_t* sp = nullptr;
+  if (sentences.defined()) {
+    TORCH_CHECK(sentences.scalar_type() == torch::kLong && sentences.device().is_cpu() && sentences.dim() == 1 &&
+                    sentences.is_contiguous(),
+                what, ": sentences must be contiguous int64 (B') on the CPU");
+    sp = sentences.data_ptr<int64_t>();
+    for (int64_t i = 0; i < current; ++i)
+      TORCH_CHECK(sp[i] >= 0 && sp[i] < b, what, ": sentence ", sp[i], " of ", b);
+  }
   return run_rows(q, s, [&](auto tag) {
     using T = decltype(tag);
-    return SentenceBlocks<T>{typed<T>(k), typed<T>(v), typed<T>(bias), n / b};
+    return SentenceBlocks<T>{typed<T>(k), typed<T>(v), typed<T>(bias), sp, n / current,
+                             k.stride(0),  k.stride(1), k.stride(2)};
   });
 }
 

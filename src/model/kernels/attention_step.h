@@ -16,6 +16,8 @@ namespace normlab::model::kernels {
 // Whether the fused steps apply to the query q (N,H,D): float32, bf16 or fp16 on a CPU with AVX2
 // and FMA, D a multiple of 8. Elsewhere attention runs on ATen's batched products.
 bool attention_step_fused(const torch::Tensor& q);
+// The same for a query of this dtype, device and head dimension D.
+bool attention_step_fused(c10::ScalarType type, c10::Device device, int64_t head_dim);
 
 // q (N,H,D), already scaled by 1/sqrt(D); keys[p], values[p] (N_p,H,D) in q's dtype, contiguous;
 // rows int64 (N,P) on the CPU, P = keys.size(): row n's position p is row rows[n][p] of keys[p]
@@ -24,10 +26,13 @@ bool attention_step_fused(const torch::Tensor& q);
 torch::Tensor self_attention_step(const torch::Tensor& q, const std::vector<torch::Tensor>& keys,
                                   const std::vector<torch::Tensor>& values, const torch::Tensor& rows);
 
-// q (N,H,D) already scaled; k, v (B,H,S,D) in q's dtype, N a multiple of B: the N / B
-// consecutive rows of a sentence read its keys and values; bias (B,H,1,S) in q's dtype, added
-// to the scores (-inf at padding; every row needs a finite one), or undefined. Returns (N,H,D).
+// q (N,H,D) already scaled; k, v (B,H,S,D) in q's dtype with the same strides, each head's D
+// elements contiguous (the (B,S,C) projection viewed by heads is read as it is); `sentences`
+// int64 (B') on the CPU, or undefined (B' = B, in order): the N / B' consecutive rows of the
+// i-th current sentence (its beams) read sentence sentences[i]'s keys and values. bias (B,H,1,S)
+// in q's dtype, contiguous, is added to the scores (-inf at padding; every sentence needs a
+// finite one), or undefined. Returns (N,H,D).
 torch::Tensor encoder_attention_step(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                     const torch::Tensor& bias);
+                                     const torch::Tensor& bias, const torch::Tensor& sentences);
 
 }  // namespace normlab::model::kernels

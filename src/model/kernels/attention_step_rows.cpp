@@ -56,11 +56,14 @@ template <class T>
 struct LocateBlocks {
   const SentenceBlocks<T>& kv;
   int64_t positions, heads, d;
-  int64_t block(int64_t n, int64_t h) const { return (n / kv.group) * heads + h; }
-  const T* key(int64_t n, int64_t p, int64_t h) const { return kv.keys + (block(n, h) * positions + p) * d; }
-  const T* value(int64_t n, int64_t p, int64_t h) const { return kv.values + (block(n, h) * positions + p) * d; }
+  int64_t sentence(int64_t n) const { return kv.sentences ? kv.sentences[n / kv.group] : n / kv.group; }
+  int64_t offset(int64_t n, int64_t p, int64_t h) const {
+    return sentence(n) * kv.stride_b + h * kv.stride_h + p * kv.stride_p;
+  }
+  const T* key(int64_t n, int64_t p, int64_t h) const { return kv.keys + offset(n, p, h); }
+  const T* value(int64_t n, int64_t p, int64_t h) const { return kv.values + offset(n, p, h); }
   float bias(int64_t n, int64_t p, int64_t h) const {
-    return kv.bias ? static_cast<float>(kv.bias[block(n, h) * positions + p]) : 0.0f;
+    return kv.bias ? static_cast<float>(kv.bias[(sentence(n) * heads + h) * positions + p]) : 0.0f;
   }
 };
 

@@ -16,14 +16,18 @@ struct PositionSlabs {
   const int64_t* rows;
 };
 
-// Encoder-attention's keys and values (B,H,S,D), contiguous, each read by `group` consecutive
-// query rows (a sentence's beams); bias (B,H,S) is added to the scores (-inf at padding), or null.
+// Encoder-attention's keys and values (B,H,S,D), element (b,h,p,:) at b * stride_b + h * stride_h
+// + p * stride_p (the D elements contiguous; the same strides for both). The `group` consecutive
+// query rows n of a sentence (its beams) read sentence b = sentences[n / group] (n / group where
+// `sentences` is null); bias (B,H,S), contiguous, is added to the scores (-inf at padding), or
+// null.
 template <class T>
 struct SentenceBlocks {
   const T* keys;
   const T* values;
   const T* bias;
-  int64_t group;
+  const int64_t* sentences;
+  int64_t group, stride_b, stride_h, stride_p;
 };
 
 // Rows [begin, end) of one decoding step's attention over `positions` positions: q[n] (H,D)
