@@ -41,7 +41,12 @@ torch::Tensor MultiheadAttentionImpl::split_heads(const torch::Tensor& x) const 
 
 std::vector<torch::Tensor> MultiheadAttentionImpl::project(
     const torch::Tensor& x, std::initializer_list<const torch::nn::Linear*> layers) const {
-  auto y = linear_stacked(x, layers);  // (B,L,n*C)
+  std::vector<torch::Tensor> weights, biases;
+  for (const auto* l : layers) {
+    weights.push_back(autocast_operand((*l)->weight));
+    biases.push_back(autocast_operand((*l)->bias));
+  }
+  auto y = torch::linear(x, torch::cat(weights), torch::cat(biases));  // (B,L,n*C)
   std::vector<torch::Tensor> out;
   for (const auto& part : y.split(x.size(2), -1)) out.push_back(split_heads(part));
   return out;

@@ -2,7 +2,6 @@
 
 #include <map>
 #include <optional>
-#include <tuple>
 #include <unordered_set>
 #include <utility>
 
@@ -18,14 +17,9 @@ struct PackedWeights::State {
   c10::OperatorHandle reorder, product;     // mkldnn::_reorder_linear_weight, _linear_pointwise
   bool fp32 = false;                        // float32 products packed too (else bf16 only)
   std::unordered_set<const c10::TensorImpl*> parameters;
-  // The weight in a dtype in oneDNN's layout; `keep` keeps the (first) parameter alive, so that
-  // no other tensor can take its address while the scope lives; `bias`: a stack's biases, cast
-  // (a single layer's come per call).
-  struct Entry {
-    torch::Tensor keep, weight, bias;
-  };
-  // (first parameter, dtype, number of layers stacked) -> its packed weight
-  std::map<std::tuple<const c10::TensorImpl*, c10::ScalarType, size_t>, Entry> packed;
+  // (parameter, dtype) -> the weight in that dtype in oneDNN's layout; each entry also keeps
+  // its parameter alive, so that no other tensor can take its address while the scope lives.
+  std::map<std::pair<const c10::TensorImpl*, c10::ScalarType>, std::pair<torch::Tensor, torch::Tensor>> packed;
 };
 
 namespace {
@@ -57,21 +51,6 @@ std::optional<c10::ScalarType> packed_dtype(const PackedWeights::State& s, const
   return x.scalar_type() == c10::kFloat && s.fp32 ? std::optional(c10::kFloat) : std::nullopt;
 }
 
-// An operand as the packed product in `dtype` takes it: autocast_operand is the bf16 cast
-// autocast would hand at::linear (cached per scope).
-torch::Tensor cast(const torch::Tensor& t, c10::ScalarType dtype) {
-  return !t.defined() || dtype == c10::kFloat ? t : autocast_operand(t);
-}
-
-// oneDNN's inner product of x with a packed weight, the bias (cast, or undefined) and the ReLU
-// in its epilogue.
-torch::Tensor packed_product(const torch::Tensor& x, c10::ScalarType dtype, const torch::Tensor& weight,
-                             const torch::Tensor& bias, bool relu) {
-  return call(current->product, {x.to(dtype).contiguous(), weight, bias.defined() ? c10::IValue(bias) : c10::IValue(),
-                                 std::string(relu ? "relu" : "none"), c10::List<std::optional<c10::Scalar>>(),
-                                 c10::IValue()});
-}
-
 // linear() and linear_relu(): with the ReLU in oneDNN's epilogue on the packed path.
 torch::Tensor product(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b, bool relu) {
   const auto dtype = current ? packed_dtype(*current, x, w) : std::nullopt;
@@ -79,9 +58,14 @@ torch::Tensor product(const torch::Tensor& x, const torch::Tensor& w, const torc
     auto y = torch::linear(x, w, b);
     return relu ? torch::relu(y) : y;
   }
-  auto& entry = current->packed[{w.unsafeGetTensorImpl(), *dtype, 1}];
-  if (!entry.weight.defined()) entry = {w, call(current->reorder, {cast(w, *dtype), c10::IValue()}), {}};
-  return packed_product(x, *dtype, entry.weight, cast(b, *dtype), relu);
+  auto& entry = current->packed[{w.unsafeGetTensorImpl(), *dtype}];
+  if (!entry.first.defined()) {
+    // autocast_operand: the bf16 cast autocast would hand at::linear (cached per scope).
+    entry = {w, call(current->reorder, {*dtype == c10::kFloat ? w : autocast_operand(w), c10::IValue()})};
+  }
+  const auto bias = b.defined() ? c10::IValue(*dtype == c10::kFloat ? b : autocast_operand(b)) : c10::IValue();
+  return call(current->product, {x.to(*dtype).contiguous(), entry.second, bias, std::string(relu ? "relu" : "none"),
+                                 c10::List<std::optional<c10::Scalar>>(), c10::IValue()});
 }
 
 }  // namespace
@@ -108,29 +92,6 @@ torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& w, const torch
 
 torch::Tensor linear_relu(const torch::nn::Linear& layer, const torch::Tensor& x) {
   return product(x, layer->weight, layer->bias, true);
-}
-
-torch::Tensor linear_stacked(const torch::Tensor& x, std::initializer_list<const torch::nn::Linear*> layers) {
-  TORCH_CHECK(layers.size() >= 1, "linear_stacked: no layers");
-  const auto& head = **layers.begin();
-  const bool biases = head->bias.defined();
-  for (const auto* l : layers) TORCH_CHECK((*l)->bias.defined() == biases, "linear_stacked: biases on some layers only");
-  const auto& first = head->weight;
-  const auto dtype = current ? packed_dtype(*current, x, first) : std::nullopt;
-  // The stack of the weights (and biases) as the product takes them: autocast's cached casts
-  // under autocast (ATen's path) or the packed dtype's.
-  auto stacked = [&](auto member, std::optional<c10::ScalarType> as) {
-    std::vector<torch::Tensor> parts;
-    for (const auto* l : layers) parts.push_back(as ? cast((*l).get()->*member, *as) : autocast_operand((*l).get()->*member));
-    return torch::cat(parts);
-  };
-  using L = torch::nn::LinearImpl;
-  if (!dtype) return torch::linear(x, stacked(&L::weight, std::nullopt), biases ? stacked(&L::bias, std::nullopt) : torch::Tensor());
-  auto& entry = current->packed[{first.unsafeGetTensorImpl(), *dtype, layers.size()}];
-  if (!entry.weight.defined())
-    entry = {first, call(current->reorder, {stacked(&L::weight, dtype), c10::IValue()}),
-             biases ? stacked(&L::bias, dtype) : torch::Tensor()};
-  return packed_product(x, *dtype, entry.weight, entry.bias, false);
 }
 
 }  // namespace normlab::model

@@ -12,7 +12,6 @@
 // "weights packed once").
 #pragma once
 
-#include <initializer_list>
 #include <memory>
 
 #include <torch/nn/module.h>
@@ -30,11 +29,6 @@ inline torch::Tensor linear(const torch::nn::Linear& layer, const torch::Tensor&
 
 // relu(linear(layer, x)), the ReLU in the product's epilogue on the packed path (one pass less).
 torch::Tensor linear_relu(const torch::nn::Linear& layer, const torch::Tensor& x);
-
-// x [W_1; ...; W_n]ᵀ + [b_1; ...; b_n]: the layers' products as one (x read once, and under
-// autocast each weight's cached cast stacked). Inside a PackedWeights scope the stacked weight
-// is packed once, like a single layer's. The layers all have biases or none has.
-torch::Tensor linear_stacked(const torch::Tensor& x, std::initializer_list<const torch::nn::Linear*> layers);
 
 // While alive on this thread, linear() with gradients off, on the CPU, in float32 or in the
 // bf16 of a precision guard, runs on `module`'s parameters packed once per parameter and dtype

@@ -2,8 +2,6 @@
 // against a float64 product computed here, in float32 and in bf16 under a precision guard; and the cases that
 // must take ATen's linear instead (gradients on, float64, a weight that is not the module's).
 #include <cmath>
-#include <string>
-#include <vector>
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -66,46 +64,6 @@ TEST(PackedWeights, EqualsTheProductInFloat32AndBf16) {
     auto empty = model::linear(m.with_bias, torch::randn({0, 96}));
     EXPECT_EQ(empty.sizes(), (torch::IntArrayRef{0, 200}));
   }
-}
-
-// Attention's stacked projections: one product of the stacked weights and biases, packed once
-// per scope (a stack of two and a stack of three starting at the same layer are different
-// weights), and ATen's product of the same stack outside a scope.
-TEST(PackedWeights, StackedLayersAreOneProduct) {
-  torch::manual_seed(5);
-  struct ThreeLayers : torch::nn::Module {
-    ThreeLayers() {
-      for (int i = 0; i < 3; ++i) layers.push_back(register_module("l" + std::to_string(i), torch::nn::Linear(64, 48 + 8 * i)));
-    }
-    std::vector<torch::nn::Linear> layers;
-  } m;
-  auto x = torch::randn({9, 2, 64});
-  auto reference_of = [&](size_t n, torch::Dtype dtype) {
-    std::vector<torch::Tensor> w, b;
-    for (size_t i = 0; i < n; ++i) w.push_back(m.layers[i]->weight), b.push_back(m.layers[i]->bias);
-    return reference(x, torch::cat(w), torch::cat(b), dtype);
-  };
-  torch::NoGradGuard no_grad;
-  for (const bool bf16 : {false, true}) {
-    model::PackedWeights packed(m);
-    model::PrecisionGuard guard(bf16 ? model::Precision::kBf16 : model::Precision::kFp32, torch::kCPU);
-    const auto dtype = bf16 ? torch::kBFloat16 : torch::kFloat32;
-    const double tol = bf16 ? 1e-2 : 1e-5;
-    for (int repeat = 0; repeat < 2; ++repeat) {
-      auto three = model::linear_stacked(x, {&m.layers[0], &m.layers[1], &m.layers[2]});
-      auto two = model::linear_stacked(x, {&m.layers[0], &m.layers[1]});
-      EXPECT_EQ(three.sizes(), (torch::IntArrayRef{9, 2, 48 + 56 + 64}));
-      EXPECT_EQ(three.scalar_type(), dtype);
-      EXPECT_LT(relative_error(three, reference_of(3, dtype)), tol) << (bf16 ? "bf16" : "fp32");
-      EXPECT_LT(relative_error(two, reference_of(2, dtype)), tol) << (bf16 ? "bf16" : "fp32");
-    }
-    EXPECT_EQ(packed.packed(), bf16 || fp32_packed_here() ? 2u : 0u) << (bf16 ? "bf16" : "fp32");
-  }
-  EXPECT_LT(relative_error(model::linear_stacked(x, {&m.layers[1], &m.layers[2]}), [&] {
-              return reference(x, torch::cat({m.layers[1]->weight, m.layers[2]->weight}),
-                               torch::cat({m.layers[1]->bias, m.layers[2]->bias}), torch::kFloat32);
-            }()),
-            1e-5);
 }
 
 TEST(PackedWeights, AtenLinearWhereThePackedPathDoesNotApply) {
