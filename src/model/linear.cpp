@@ -8,7 +8,7 @@
 #include <ATen/autocast_mode.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 
-#include "core/runtime.h"
+#include "model/kernels/cpu_features.h"
 #include "model/precision.h"
 
 namespace normlab::model {
@@ -74,8 +74,7 @@ PackedWeights::PackedWeights(const torch::nn::Module& module) {
   if (current) return;
   auto reorder_op = find("mkldnn::_reorder_linear_weight"), product_op = find("mkldnn::_linear_pointwise");
   if (!reorder_op || !product_op) return;
-  static const bool avx512 = core::runtime_info().cpu_capability == "AVX512";
-  state_ = std::make_unique<State>(State{*reorder_op, *product_op, avx512, {}, {}});
+  state_ = std::make_unique<State>(State{*reorder_op, *product_op, kernels::aten_avx512(), {}, {}});
   for (const auto& p : module.parameters()) state_->parameters.insert(p.unsafeGetTensorImpl());
   current = state_.get();
 }

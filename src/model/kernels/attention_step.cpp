@@ -7,6 +7,7 @@
 #include <torch/torch.h>
 
 #include "model/kernels/attention_step_rows.h"
+#include "model/kernels/cpu_features.h"
 
 namespace normlab::model::kernels {
 namespace {
@@ -47,23 +48,17 @@ void check_query(const char* what, const torch::Tensor& q) {
 }
 
 void check_operand(const char* what, const char* name, const torch::Tensor& x, const torch::Tensor& q,
-                   std::vector<int64_t> sizes) {
-  TORCH_CHECK(x.scalar_type() == q.scalar_type() && x.device().is_cpu() && x.sizes() == torch::IntArrayRef(sizes) && x.is_contiguous(),
-              what, ": ", name, " holds ", x.sizes(), " ", x.scalar_type(), "; contiguous ", torch::IntArrayRef(sizes),
-              " ", q.scalar_type(), " on the CPU expected");
+                   torch::IntArrayRef sizes) {
+  TORCH_CHECK(x.scalar_type() == q.scalar_type() && x.device().is_cpu() && x.sizes() == sizes && x.is_contiguous(), what,
+              ": ", name, " holds ", x.sizes(), " ", x.scalar_type(), "; contiguous ", sizes, " ", q.scalar_type(),
+              " on the CPU expected");
 }
 
 }  // namespace
 
 bool attention_step_fused(c10::ScalarType type, c10::Device device, int64_t head_dim) {
-#if defined(__x86_64__) && defined(__GNUC__)
-  static const bool vector_units = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return vector_units && device.is_cpu() && head_dim % 8 == 0 &&
+  return avx2_fma() && device.is_cpu() && head_dim % 8 == 0 &&
          (type == torch::kFloat || type == torch::kBFloat16 || type == torch::kHalf);
-#else
-  (void)type, (void)device, (void)head_dim;
-  return false;  // the row kernels are built for x86-64's AVX2 only
-#endif
 }
 
 bool attention_step_fused(const torch::Tensor& q) {

@@ -6,8 +6,8 @@
 #include <ATen/record_function.h>
 #include <torch/torch.h>
 
-#include "core/runtime.h"
 #include "model/kernels/beam_log_probs_rows.h"
+#include "model/kernels/cpu_features.h"
 
 namespace normlab::model::kernels {
 namespace {
@@ -31,13 +31,6 @@ void with_typed_rows(const torch::Tensor& x, F&& f) {
   else f(reinterpret_cast<const c10::Half*>(x.data_ptr()));
 }
 
-// Whether the rows run their AVX-512 build: where ATen runs its own kernels at AVX-512 (the CPU
-// has it, and ATEN_CPU_CAPABILITY does not lower it), else the AVX2 one.
-bool avx512_rows() {
-  static const bool avx512 = core::runtime_info().cpu_capability == "AVX512";
-  return avx512;
-}
-
 void check_shapes(const char* what, const torch::Tensor& logits, const torch::Tensor& scores) {
   TORCH_CHECK(logits.dim() == 2 && (!scores.defined() || (scores.dim() == 1 && scores.size(0) == logits.size(0))),
               what, ": logits (N,V) and scores (N), got ", logits.sizes(), " and ",
@@ -47,15 +40,9 @@ void check_shapes(const char* what, const torch::Tensor& logits, const torch::Te
 }  // namespace
 
 bool beam_log_probs_fused(const torch::Tensor& logits) {
-#if defined(__x86_64__) && defined(__GNUC__)
-  static const bool vector_units = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   const auto type = logits.scalar_type();
-  return vector_units && logits.device().is_cpu() &&
+  return avx2_fma() && logits.device().is_cpu() &&
          (type == torch::kFloat || type == torch::kBFloat16 || type == torch::kHalf);
-#else
-  (void)logits;
-  return false;  // the row kernel is built for x86-64's AVX2 only
-#endif
 }
 
 torch::Tensor beam_log_probs(const torch::Tensor& logits, const torch::Tensor& scores) {
@@ -68,7 +55,7 @@ torch::Tensor beam_log_probs(const torch::Tensor& logits, const torch::Tensor& s
   const float* ps = s.defined() ? s.data_ptr<float>() : nullptr;
   with_typed_rows(x, [&](const auto* px) {
     at::parallel_for(0, n, kRowsPerTask, [&](int64_t begin, int64_t end) {
-      if (avx512_rows()) avx512::beam_log_probs_rows(px, ps, v, begin, end, out.data_ptr<float>());
+      if (aten_avx512()) avx512::beam_log_probs_rows(px, ps, v, begin, end, out.data_ptr<float>());
       else avx2::beam_log_probs_rows(px, ps, v, begin, end, out.data_ptr<float>());
     });
   });
@@ -113,7 +100,7 @@ BeamCandidates beam_candidates(const torch::Tensor& logits, const torch::Tensor&
     at::parallel_for(0, n, kRowsPerTask, [&](int64_t begin, int64_t end) {
       auto* pv = values.data_ptr<float>();
       auto* pi = ids.data_ptr<int64_t>();
-      if (avx512_rows()) avx512::beam_candidate_rows(px, ps, v, begin, end, masks, k, pv, pi);
+      if (aten_avx512()) avx512::beam_candidate_rows(px, ps, v, begin, end, masks, k, pv, pi);
       else avx2::beam_candidate_rows(px, ps, v, begin, end, masks, k, pv, pi);
     });
   });

@@ -3,6 +3,7 @@
 #include <ATen/Parallel.h>
 #include <torch/torch.h>
 
+#include "model/kernels/cpu_features.h"
 #include "model/kernels/log_softmax_terms_rows.h"
 
 namespace normlab::model::kernels {
@@ -64,14 +65,8 @@ class LogSoftmaxTermsFunction : public torch::autograd::Function<LogSoftmaxTerms
 }  // namespace
 
 bool log_softmax_terms_apply(const torch::Tensor& logits) {
-#if defined(__x86_64__) && defined(__GNUC__)
-  static const bool vector_units = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   const auto type = logits.scalar_type();
-  return vector_units && logits.device().is_cpu() && (type == torch::kBFloat16 || type == torch::kHalf);
-#else
-  (void)logits;
-  return false;  // the row kernels are built for x86-64's AVX2 only
-#endif
+  return avx2_fma() && logits.device().is_cpu() && (type == torch::kBFloat16 || type == torch::kHalf);
 }
 
 LogSoftmaxTerms log_softmax_terms(const torch::Tensor& logits, const torch::Tensor& target) {

@@ -1,0 +1,14 @@
+// Which builds of the row kernels this CPU runs (CMake compiles them apart with AVX2/FMA and
+// AVX-512): one place for the run-time checks that select them.
+#pragma once
+
+namespace normlab::model::kernels {
+
+// AVX2 and FMA on an x86-64 build: the row kernels' AVX2 builds run. False elsewhere.
+bool avx2_fma();
+
+// Whether ATen runs its own kernels at AVX-512 here (the CPU has it and ATEN_CPU_CAPABILITY does
+// not lower it): the AVX-512 builds run, and float32 products are packed (model/linear.h).
+bool aten_avx512();
+
+}  // namespace normlab::model::kernels
