@@ -50,6 +50,24 @@ TEST(LogSoftmaxTerms, MatchTheUnfusedCompositionInBf16AndFp16) {
   }
 }
 
+TEST(LogSoftmaxTerms, IndependentOfThreadCount) {
+  torch::manual_seed(3);
+  auto logits = (3 * torch::randn({301, 1003})).to(torch::kBFloat16);
+  if (!nk::log_softmax_terms_apply(logits)) GTEST_SKIP() << "no AVX2 on this CPU";
+  auto target = torch::randint(0, 1003, {301}, torch::kInt64);
+  auto run = [&](int threads) {
+    at::set_num_threads(threads);
+    auto x = logits.clone().requires_grad_(true);
+    auto terms = nk::log_softmax_terms(x, target);
+    auto g = torch::autograd::grad({(terms.nll + 0.1 * terms.smooth).sum()}, {x})[0];
+    return std::vector<torch::Tensor>{terms.nll, terms.smooth, g};
+  };
+  const int before = at::get_num_threads();
+  auto one = run(1), two = run(2);
+  at::set_num_threads(before);
+  for (size_t i = 0; i < one.size(); ++i) EXPECT_TRUE(torch::equal(one[i], two[i])) << i;
+}
+
 TEST(LogSoftmaxTerms, RefuseASecondDerivativeFp32AndABadTarget) {
   auto logits = torch::randn({3, 40}).to(torch::kBFloat16).requires_grad_(true);
   if (!nk::log_softmax_terms_apply(logits)) GTEST_SKIP() << "no AVX2 on this CPU";
