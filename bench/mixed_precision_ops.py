@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Element-wise costs that decide how mixed precision is built (docs/precision.md,
 docs/performance.md): matrix-product rates of fp32, bf16 and fp16 at a Transformer shape, and
-an fp32 + bf16 add against casting first. One process, medians of --repeats, --threads threads.
+an fp32 + bf16 add against casting first, and the training step's attention in bf16 composed
+(as normlab runs it) against PyTorch's fused scaled_dot_product_attention. One process, medians
+of --repeats, --threads threads.
 
   python3 bench/mixed_precision_ops.py --threads 2
 """
@@ -27,6 +29,33 @@ def main():
     print(f"add fp32 + bf16 (128x32x512): {median_ms(lambda: x + y, args.repeats):.2f} ms; "
           f"cast then add: {median_ms(lambda: x + y.float(), args.repeats):.2f} ms; "
           f"fp32 + fp32: {median_ms(lambda: x + x, args.repeats):.2f} ms")
+    attention(args.repeats)
+
+
+def attention(repeats):
+    """Forward + backward of bench/train_step.py's attention (iwslt-small: 128 sentences, 4 heads
+    of 128, 32 positions) in bf16 with key padding and causal masks."""
+    b, h, t, d = 128, 4, 32, 128
+    q, k, v = (torch.randn(b, h, t, d, dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
+    blocked = torch.zeros(b, 1, 1, t, dtype=torch.bool)
+    blocked[:, :, :, t - 4:] = True
+    blocked = blocked | torch.ones(t, t, dtype=torch.bool).triu(1)
+    bias = torch.zeros(b, 1, t, t, dtype=torch.bfloat16).masked_fill(blocked, float("-inf"))
+
+    def composed():  # model/attention.cpp: scores, masks, softmax in fp32, weighted values
+        scores = torch.matmul(q, k.transpose(-2, -1)).masked_fill(blocked, float("-inf"))
+        return torch.matmul(torch.softmax(scores.float(), -1).bfloat16(), v)
+
+    def fused():
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=1.0)
+
+    def forward_backward(f):
+        out = f()
+        torch.autograd.grad(out, (q, k, v), torch.ones_like(out))
+
+    print(f"attention {b}x{h}x{t}x{d} bf16, forward + backward: composed "
+          f"{median_ms(lambda: forward_backward(composed), repeats):.2f} ms, "
+          f"scaled_dot_product_attention {median_ms(lambda: forward_backward(fused), repeats):.2f} ms")
 
 
 if __name__ == "__main__":
