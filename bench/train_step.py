@@ -15,6 +15,10 @@ longer than --compile-timeout seconds, is reported as failed with the reason and
 again (a normlab failure stops the bench). The fp32 and bf16 GEMM peaks (torch.mm 2048^3) are
 measured in this process at the same thread count. Writes a table to docs/performance.md
 between markers, with the machine and date, and the raw results to --json-out if given.
+
+--device cuda runs every configuration on the GPU (autocast("cuda"); PyTorch's defaults, so fp32
+products do not use TF32; steps timed after torch.cuda.synchronize) and measures the peaks there
+with 8192^3 products; the table names the GPU. No GPU run has been made yet (docs/gpu.md).
 """
 import argparse
 import datetime
@@ -63,20 +67,31 @@ def step_flops(cfg, B, S, T):
     return 3 * (enc + dec + out)
 
 
-def gemm_gflops(dtype, n=2048, repeats=10):
-    """torch.mm n^3 rate in `dtype` at the current thread count, median of `repeats`."""
-    a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
-    return 2 * n ** 3 / median_ms(lambda: torch.mm(a, b), repeats) / 1e6
+def sync(device):
+    if device == "cuda":
+        torch.cuda.synchronize()
 
 
-def peer_run(weights_pt, name, sentences, length, warmup, steps, threads, compile_timeout):
+def gemm_gflops(dtype, device, repeats=10):
+    """torch.mm n^3 rate in `dtype` (n 2048 on the CPU at the current thread count, 8192 on CUDA),
+    median of `repeats`."""
+    n = 8192 if device == "cuda" else 2048
+    a, b = (torch.randn(n, n, dtype=dtype, device=device) for _ in range(2))
+
+    def mm():
+        torch.mm(a, b)
+        sync(device)
+    return 2 * n ** 3 / median_ms(mm, repeats) / 1e6
+
+
+def peer_run(weights_pt, name, sentences, length, warmup, steps, threads, compile_timeout, device):
     """One PyTorch configuration in this process, as a user would write it."""
     mode, precision = name.split("-")
     torch.set_num_threads(threads)
     state, config = ref.load_weights(weights_pt)
     model = ref.ReferenceTransformer(config)
     model.load_state_dict(state)  # weights.pt holds every name, aliases of shared tables too
-    model.train()
+    model.to(device).train()
     forward = torch.compile(model) if mode == "compile" else model
     vocab = config["model"]["tgt_vocab_size"]
     opt = torch.optim.Adam(model.parameters(), lr=5e-4, betas=(0.9, 0.98), eps=1e-8)
@@ -84,10 +99,11 @@ def peer_run(weights_pt, name, sentences, length, warmup, steps, threads, compil
     src = torch.randint(4, vocab, (sentences, length), generator=g)
     target = torch.randint(4, vocab, (sentences, length), generator=g)
     prev = torch.cat([torch.full((sentences, 1), 2), target[:, :-1]], 1)
+    src, target, prev = src.to(device), target.to(device), prev.to(device)
 
     def step():
         opt.zero_grad()
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
+        with torch.autocast(device, dtype=torch.bfloat16, enabled=precision == "bf16"):
             logits = forward(src, prev)
             loss, _, ntok = ref.label_smoothed_loss(logits, target, 0.1, "uniform", 1)
         (loss / ntok).backward()
@@ -98,6 +114,7 @@ def peer_run(weights_pt, name, sentences, length, warmup, steps, threads, compil
         for _ in range(n):
             t0 = time.perf_counter()
             step()
+            sync(device)
             times.append(time.perf_counter() - t0)
         return times
 
@@ -124,9 +141,9 @@ def run_config(name, args, weights, threads):
               "--warmup", str(args.warmup), "--steps", str(args.steps)]
     if mode == "normlab":
         cmd = [args.bench, "--preset", args.preset, "--scheme", args.scheme, "--vocab-size",
-               str(args.vocab_size), "--device", "cpu", "--precision", precision, *common]
+               str(args.vocab_size), "--device", args.device, "--precision", precision, *common]
     else:
-        cmd = [sys.executable, os.path.abspath(__file__), "--peer", weights, "--configs", name,
+        cmd = [sys.executable, os.path.abspath(__file__), "--peer", weights, "--configs", name, "--device", args.device,
                "--compile-timeout", str(args.compile_timeout), *common]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     try:
@@ -155,6 +172,7 @@ def main():
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=0, help="0: what normlab picks")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     ap.add_argument("--compile-timeout", type=int, default=300,
                     help="seconds allowed for a torch.compile configuration's warm-up")
     ap.add_argument("--out", default=os.path.join(HERE, "..", "docs", "performance.md"))
@@ -168,7 +186,7 @@ def main():
     if args.peer:
         try:
             result = peer_run(args.peer, names[0], args.sentences, args.length, args.warmup, args.steps,
-                              args.threads, args.compile_timeout)
+                              args.threads, args.compile_timeout, args.device)
         except Exception as e:  # the parent reports the configuration as failed, with this reason
             traceback.print_exc()
             print(json.dumps({"error": f"{type(e).__name__}: {e}".splitlines()[0][:300]}))
@@ -184,7 +202,7 @@ def main():
                        capture_output=True)
         subprocess.run([args.normlab, "export", "--checkpoint", ckpt, "--out", weights], check=True,
                        capture_output=True)
-        info = json.loads(subprocess.run([args.normlab, "info", "--json", "--device", "cpu"],
+        info = json.loads(subprocess.run([args.normlab, "info", "--json", "--device", args.device],
                                          check=True, capture_output=True, text=True).stdout)
         threads = args.threads or info["intra_op_threads"]
         cfg = json.load(open(os.path.join(tmp, "weights.json")))["model"]
@@ -204,8 +222,8 @@ def main():
     torch.set_num_threads(threads)
     # The bf16 peak only when a bf16 configuration runs: where bf16 is emulated (CPUs without
     # AMX or AVX512_BF16) its 2048^3 product takes minutes and no row needs it.
-    peaks = {"fp32": gemm_gflops(torch.float32),
-             "bf16": gemm_gflops(torch.bfloat16) if any(n.endswith("-bf16") for n in names) else None}
+    peaks = {"fp32": gemm_gflops(torch.float32, args.device),
+             "bf16": gemm_gflops(torch.bfloat16, args.device) if any(n.endswith("-bf16") for n in names) else None}
     bf16_share = (lambda g: f"{100 * g / peaks['bf16']:.0f}%") if peaks["bf16"] else (lambda g: "-")
 
     tokens = args.sentences * args.length
@@ -213,6 +231,8 @@ def main():
     median = {n: statistics.median(r["median_seconds"] for r in runs[n]) for n in names if n not in errors}
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")),
                platform.processor())
+    if args.device == "cuda":
+        cpu = f"{torch.cuda.get_device_name(0)} (host {cpu})"
     rows = []
     for n in names:
         raw = ", ".join(f"{r['median_seconds']:.3f}" for r in runs[n])
@@ -244,7 +264,8 @@ def main():
         "|---|---:|---:|---:|---:|---:|---:|---|\n" + "\n".join(rows) + "\n\n"
         + (f"Ratios (tokens/s): {'; '.join(ratios)}. The fastest PyTorch configuration: "
            f"{CONFIGS[fastest]}.\n\n" if ratios else "")
-        + f"GEMM peaks (torch.mm 2048^3, {threads} threads): fp32 {peaks['fp32']:.0f} GFLOP/s, "
+        + (f"GEMM peaks (torch.mm 8192^3 on the GPU): " if args.device == "cuda" else
+           f"GEMM peaks (torch.mm 2048^3, {threads} threads): ") + f"fp32 {peaks['fp32']:.0f} GFLOP/s, "
         + (f"bf16 {peaks['bf16']:.0f} GFLOP/s" if peaks["bf16"] else "bf16 not measured (no bf16 configuration)")
         + f". FLOPs counted analytically (matrix products only, "
         f"backward = 2x forward): {flops / 1e9:.1f} GFLOP per step. \"Matrix products at peak rate\" "
