@@ -43,9 +43,9 @@ class DecoderCache {
   // `encoder`: each decoder layer's encoder-attention keys and values (B,H,S,D) for the B
   // sentences; `encoder_bias` (B,H,1,S): added to the encoder-attention scores, -inf at source
   // padding, else 0. `max_positions`: the most positions the decoder will be fed (beam search:
-  // max_len + 1). Where the fused attention steps apply, the keys and values are kept as they
-  // are (views of the projections) and finished sentences leave through EncoderMemory's
-  // `sentences`; elsewhere they are made contiguous and gathered when sentences leave.
+  // max_len + 1). The keys, values and bias are made contiguous here. Where the fused attention
+  // steps apply, finished sentences leave through EncoderMemory's `sentences`; elsewhere the
+  // keys, values and bias are gathered when sentences leave.
   DecoderCache(std::vector<KeyValues> encoder, torch::Tensor encoder_bias, int64_t max_positions);
 
   int64_t steps() const { return steps_; }  // positions fed so far

@@ -29,8 +29,8 @@ class LogSoftmaxTermsFunction : public torch::autograd::Function<LogSoftmaxTerms
     dispatch_reduced(x.scalar_type(), [&](auto tag) {
       using T = decltype(tag);
       const T* px = reinterpret_cast<const T*>(x.data_ptr());
+      const auto rows = aten_avx512() ? avx512::log_softmax_terms_rows<T> : avx2::log_softmax_terms_rows<T>;
       at::parallel_for(0, n, kRowsPerTask, [&](int64_t begin, int64_t end) {
-        const auto rows = aten_avx512() ? avx512::log_softmax_terms_rows<T> : avx2::log_softmax_terms_rows<T>;
         rows(px, t.data_ptr<int64_t>(), v, begin, end, lse.data_ptr<float>(), nll.data_ptr<float>(),
              smooth.data_ptr<float>());
       });
@@ -53,9 +53,8 @@ class LogSoftmaxTermsFunction : public torch::autograd::Function<LogSoftmaxTerms
     auto grad = torch::empty_like(x);
     dispatch_reduced(x.scalar_type(), [&](auto tag) {
       using T = decltype(tag);
+      const auto rows = aten_avx512() ? avx512::log_softmax_terms_grad_rows<T> : avx2::log_softmax_terms_grad_rows<T>;
       at::parallel_for(0, n, kRowsPerTask, [&](int64_t begin, int64_t end) {
-        const auto rows =
-            aten_avx512() ? avx512::log_softmax_terms_grad_rows<T> : avx2::log_softmax_terms_grad_rows<T>;
         rows(reinterpret_cast<const T*>(x.data_ptr()), t.data_ptr<int64_t>(), lse.data_ptr<float>(),
              g_nll.data_ptr<float>(), g_smooth.data_ptr<float>(), v, begin, end, reinterpret_cast<T*>(grad.data_ptr()));
       });
