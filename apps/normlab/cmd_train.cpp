@@ -1,6 +1,6 @@
 // `normlab train`: trains on parallel text into a run folder, resuming when it has a checkpoint.
-// The trainer (train/) gets what lives above it here: the --trace-steps observer
-// (analysis::Tracer) and the --eval-bleu validator (decode/ beam search, metrics/ BLEU).
+// The trainer (train/) gets what lives above it here, as its list of callbacks: the instruments
+// of analysis/ and the --eval-bleu validator (decode/ beam search, metrics/ BLEU).
 #include <iostream>
 
 #include <nlohmann/json.hpp>
@@ -17,6 +17,7 @@
 #include "metrics/text.h"
 #include "model_options.h"
 #include "precision_option.h"
+#include "train/bleu_validation.h"
 #include "train/trainer.h"
 
 namespace normlab::app {
@@ -243,24 +244,18 @@ Runner add_train_command(CLI::App& app, const GlobalOptions& global) {
     c.precision = model::parse_precision(o->precision, device);  // auto: resolved here, recorded in config.json
     warn_if_emulated(c.precision, device);
     ValidationBleu bleu(o->beam, c.batching.max_tokens > 0 ? c.batching.max_tokens : 4096);
-    train::TrainHooks hooks;
-    hooks.bleu = &bleu;
-    hooks.make_observer = [](const train::TraceConfig& trace, model::Seq2Seq net, const std::string& dir,
-                             int64_t done_steps) {
-      return std::make_unique<analysis::Tracer>(trace, std::move(net), dir, done_steps);
-    };
-    hooks.make_logit_observer = [](model::Seq2Seq net, const std::string& dir, int64_t done_steps) {
-      return std::make_unique<analysis::LogitTracer>(std::move(net), dir, done_steps);
-    };
     auto job = join_job(o->dist, device);
     const analysis::LossOptions loss{c.label_smoothing, c.ls_formula, c.z_loss};
-    hooks.make_curvature = [&job, loss](const train::CurvatureConfig& config, model::Seq2Seq net,
-                                        std::vector<data::Batch> probe, const std::string& file, int64_t done,
-                                        bool writes) {
-      return std::make_unique<analysis::CurvatureSeries>(config, std::move(net), std::move(probe), loss, job.device,
-                                                         file, done, writes, job.group);
+    // The run's instruments, in the order the trainer calls them (docs/architecture.md).
+    train::TrainCallbacks callbacks;
+    auto add = [&](std::unique_ptr<train::TrainCallback> cb) {
+      if (cb) callbacks.push_back(std::move(cb));
     };
-    const auto result = train::train(c, hooks, job.device, job.group);
+    add(analysis::logit_trace_callback(c.trace.logits));
+    add(analysis::trace_callback(c.trace));
+    add(analysis::curvature_callback(c.curvature, loss));
+    add(std::make_unique<train::BleuValidation>(bleu, c.eval_bleu));
+    const auto result = train::train(c, std::move(callbacks), job.device, job.group);
     if (result.diverged && c.fail_on_divergence)
       throw ExitCode{3, "training diverged at update " + std::to_string(result.updates + 1) +
                             " (--fail-on-divergence)"};

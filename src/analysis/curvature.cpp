@@ -12,6 +12,8 @@
 
 #include "analysis/hessian_blocks.h"
 #include "core/file_io.h"
+#include "data/batching.h"
+#include "train/schedule.h"
 
 namespace normlab::analysis {
 namespace {
@@ -233,6 +235,49 @@ std::map<std::string, torch::Tensor> CurvatureSeries::state() const {
 void CurvatureSeries::load_state(const std::map<std::string, torch::Tensor>& state) {
   if (auto it = state.find(kSharpnessKey); it != state.end()) sharpness_start_ = it->second;
   if (auto it = state.find(kPreconditionedKey); it != state.end()) preconditioned_start_ = it->second;
+}
+
+}  // namespace normlab::analysis
+
+namespace normlab::analysis {
+namespace {
+
+class CurvatureCallback final : public train::TrainCallback {
+ public:
+  CurvatureCallback(train::CurvatureConfig config, LossOptions loss) : config_(std::move(config)), loss_(loss) {}
+  void train_begins(const train::RunContext& run) override {
+    const auto& c = run.config;
+    const auto n = std::min<size_t>(static_cast<size_t>(config_.sentences), run.valid.kept.size());
+    const std::vector<int64_t> first(run.valid.kept.begin(), run.valid.kept.begin() + static_cast<int64_t>(n));
+    std::vector<data::Batch> probe;
+    for (const auto& b : data::make_batches(run.valid.sizes, first, c.batching, c.seed, 0))
+      probe.push_back(train::gather(run.valid, b));
+    schedule_ = c.schedule;
+    series_ = std::make_unique<CurvatureSeries>(config_, run.net, std::move(probe), loss_, run.device,
+                                                (std::filesystem::path(run.dir) / "curvature.jsonl").string(),
+                                                run.update, run.writer, run.group);
+    if (!run.saved.empty()) series_->load_state(run.saved);
+    if (run.update == 0) series_->measure(0, train::learning_rate(schedule_, 1, run.epoch), run.optimizer);
+  }
+  void update_done(const train::UpdateReport& r) override {
+    if (r.update % config_.every == 0)
+      series_->measure(r.update, train::learning_rate(schedule_, r.update + 1, r.epoch), r.optimizer);
+  }
+  void save_state(model::TensorMap& extra) const override {
+    for (const auto& [k, v] : series_->state()) extra[k] = v;
+  }
+
+ private:
+  train::CurvatureConfig config_;
+  LossOptions loss_;
+  train::ScheduleConfig schedule_;
+  std::unique_ptr<CurvatureSeries> series_;
+};
+
+}  // namespace
+
+std::unique_ptr<train::TrainCallback> curvature_callback(const train::CurvatureConfig& config, const LossOptions& loss) {
+  return config.every > 0 ? std::make_unique<CurvatureCallback>(config, loss) : nullptr;
 }
 
 }  // namespace normlab::analysis

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -18,7 +19,8 @@
 #include "analysis/lanczos.h"
 #include "core/process_group.h"
 #include "train/optimizer.h"
-#include "train/step_observer.h"
+#include "train/callback.h"
+#include "train/instrument_config.h"
 
 namespace normlab::analysis {
 
@@ -62,17 +64,17 @@ CriticalLr critical_lr(const train::NamedTensors& params, const std::vector<torc
                        const train::OptimizerConfig& optimizer, const std::function<double()>& loss, double lo,
                        double hi, double tol);
 
-// The trainer's --curvature-every observer (made in apps/normlab/cmd_train.cpp).
-class CurvatureSeries final : public train::CurvatureObserver {
+// Sharpness and preconditioned sharpness on a fixed probe set during training (--curvature-every).
+class CurvatureSeries final {
  public:
   // `probe`: the probe set's batches; `file`: RUN_DIR/curvature.jsonl, whose records after
   // `done_updates` are dropped (a resumed run writes them again); only `writes` writes it.
   CurvatureSeries(const train::CurvatureConfig& config, model::Seq2Seq net, std::vector<data::Batch> probe,
                   const LossOptions& loss, const torch::Device& device, std::string file, int64_t done_updates,
                   bool writes, core::ProcessGroup group);
-  void measure(int64_t update, double next_lr, const train::Optimizer& optimizer) override;
-  std::map<std::string, torch::Tensor> state() const override;
-  void load_state(const std::map<std::string, torch::Tensor>& state) override;
+  void measure(int64_t update, double next_lr, const train::Optimizer& optimizer);
+  std::map<std::string, torch::Tensor> state() const;
+  void load_state(const std::map<std::string, torch::Tensor>& state);
 
  private:
   train::CurvatureConfig config_;
@@ -85,5 +87,10 @@ class CurvatureSeries final : public train::CurvatureObserver {
   core::ProcessGroup group_;
   torch::Tensor sharpness_start_, preconditioned_start_;  // last top Ritz vectors (warm starts)
 };
+
+// --curvature-every as a training callback (train/callback.h): the probe set is the first
+// config.sentences validation pairs, batched as validation batches them; measured at update 0
+// and after every config.every-th update into RUN_DIR/curvature.jsonl. Nothing when every is 0.
+std::unique_ptr<train::TrainCallback> curvature_callback(const train::CurvatureConfig& config, const LossOptions& loss);
 
 }  // namespace normlab::analysis

@@ -92,3 +92,33 @@ void LogitTracer::end(int64_t step) {
 }
 
 }  // namespace normlab::analysis
+
+namespace normlab::analysis {
+namespace {
+
+class LogitTraceCallback final : public train::TrainCallback {
+ public:
+  std::vector<std::string> problems(const core::ProcessGroup& group) const override {
+    if (group.size() == 1) return {};
+    return {"--trace-logits traces one process's batches: run it without a launcher (here WORLD_SIZE=" +
+            std::to_string(group.size()) + ")"};
+  }
+  void train_begins(const train::RunContext& run) override {
+    tracer_ = std::make_unique<LogitTracer>(run.net, (std::filesystem::path(run.dir) / "trace").string(), run.update);
+  }
+  void output_ready(const torch::Tensor& logits, const torch::Tensor& target) override {
+    tracer_->output(logits, target);
+  }
+  void update_done(const train::UpdateReport& report) override { tracer_->end(report.update); }
+
+ private:
+  std::unique_ptr<LogitTracer> tracer_;
+};
+
+}  // namespace
+
+std::unique_ptr<train::TrainCallback> logit_trace_callback(bool on) {
+  return on ? std::make_unique<LogitTraceCallback>() : nullptr;
+}
+
+}  // namespace normlab::analysis

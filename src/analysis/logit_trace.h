@@ -11,23 +11,24 @@
 
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include <torch/types.h>
 
 #include "model/seq2seq.h"
-#include "train/step_observer.h"
+#include "train/callback.h"
 
 namespace normlab::analysis {
 
-class LogitTracer final : public train::LogitObserver {
+class LogitTracer final {
  public:
   // Hooks every attention of `net`; keeps DIR's rows of updates <= done_steps (rewritten atomically).
   LogitTracer(model::Seq2Seq net, const std::string& dir, int64_t done_steps);
-  ~LogitTracer() override;  // removes the hooks
-  void output(const torch::Tensor& logits, const torch::Tensor& target) override;
-  void end(int64_t step) override;
+  ~LogitTracer();  // removes the hooks
+  void output(const torch::Tensor& logits, const torch::Tensor& target);
+  void end(int64_t step);
 
  private:
   struct Head {
@@ -41,5 +42,9 @@ class LogitTracer final : public train::LogitObserver {
   double log_z_sum_ = 0, log_z_max_ = -std::numeric_limits<double>::infinity();
   int64_t tokens_ = 0;
 };
+
+// --trace-logits as a training callback (train/callback.h): RUN_DIR/trace/attention_logits.csv
+// and output_logits.csv of every update; nothing when `on` is false. One process only.
+std::unique_ptr<train::TrainCallback> logit_trace_callback(bool on);
 
 }  // namespace normlab::analysis

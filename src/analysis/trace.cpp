@@ -197,3 +197,48 @@ void Tracer::write() const {
 }
 
 }  // namespace normlab::analysis
+
+namespace normlab::analysis {
+namespace {
+
+class TraceCallback final : public train::TrainCallback {
+ public:
+  explicit TraceCallback(train::TraceConfig config) : config_(std::move(config)) {}
+  std::vector<std::string> problems(const core::ProcessGroup& group) const override {
+    if (group.size() == 1) return {};
+    return {"--trace-steps traces one process's steps: run it without a launcher (here WORLD_SIZE=" +
+            std::to_string(group.size()) + ")"};
+  }
+  void train_begins(const train::RunContext& run) override {
+    if (config_.steps > run.update)
+      tracer_ = std::make_unique<Tracer>(config_, run.net, (std::filesystem::path(run.dir) / "trace").string(),
+                                         run.update);
+  }
+  void update_begins(int64_t update) override {
+    active_ = wants_updates(update);
+    if (active_) tracer_->begin(update);
+  }
+  bool wants_updates(int64_t update) const override { return tracer_ && tracer_->active(update); }
+  void batch_ready(const data::Batch& b) override {
+    if (active_) tracer_->batch(b.src, b.prev_output_tokens);
+  }
+  void gradients_ready(int64_t) override {
+    if (active_) tracer_->gradients();
+  }
+  void update_done(const train::UpdateReport& report) override {
+    if (active_) tracer_->updates(report.optimizer.last_updates());
+  }
+
+ private:
+  train::TraceConfig config_;
+  std::unique_ptr<Tracer> tracer_;
+  bool active_ = false;  // tracing the current update
+};
+
+}  // namespace
+
+std::unique_ptr<train::TrainCallback> trace_callback(const train::TraceConfig& config) {
+  return config.steps > 0 ? std::make_unique<TraceCallback>(config) : nullptr;
+}
+
+}  // namespace normlab::analysis

@@ -13,13 +13,15 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include <torch/types.h>
 
 #include "model/seq2seq.h"
-#include "train/step_observer.h"
+#include "train/callback.h"
+#include "train/instrument_config.h"
 
 namespace normlab::analysis {
 
@@ -39,23 +41,23 @@ std::string histogram_rows(const LogHistogram& h, const train::TraceConfig& conf
 // a resumed run keeps of its trace.
 std::string kept_csv_rows(const std::string& file, int64_t last);
 
-// The trainer's step observer for --trace-steps (made in apps/normlab/cmd_train.cpp).
-class Tracer final : public train::StepObserver {
+// What --trace-steps observes of the first updates; the trainer reaches it through trace_callback().
+class Tracer final {
  public:
   // Checks the traced names against `net` (std::invalid_argument naming --trace-params);
   // keeps the rows of steps <= `done_steps` already in DIR (a resumed run).
   Tracer(const train::TraceConfig& config, model::Seq2Seq net, const std::string& dir, int64_t done_steps);
-  bool active(int64_t step) const override { return step >= 1 && step <= config_.steps; }
+  bool active(int64_t step) const { return step >= 1 && step <= config_.steps; }
   // Starts update `step`: observes every LayerNorm's input until updates().
-  void begin(int64_t step) override;
+  void begin(int64_t step);
   // The batch about to go forward: src (B,S), prev_output_tokens (B,T), for padding.
-  void batch(const torch::Tensor& src, const torch::Tensor& prev_output_tokens) override;
+  void batch(const torch::Tensor& src, const torch::Tensor& prev_output_tokens);
   // Histograms of the traced parameters' gradients as the optimiser will see them; every
   // block's output on the last batch before the update (an extra forward, dropout off).
-  void gradients() override;
+  void gradients();
   // Histograms of the update made (p_new - p_old by name), the weight matrices' rotation, the
   // blocks' output change (a second extra forward); writes every file atomically.
-  void updates(const std::map<std::string, torch::Tensor>& made) override;
+  void updates(const std::map<std::string, torch::Tensor>& made);
 
  private:
   struct Norms {
@@ -76,5 +78,9 @@ class Tracer final : public train::StepObserver {
   std::vector<std::pair<std::string, Norms>> norms_;  // "stack,layer,ln" in forward order
   std::string histogram_csv_, ln_csv_, rotation_csv_, output_csv_;  // rows so far
 };
+
+// --trace-steps as a training callback (train/callback.h): RUN_DIR/trace/ of the first
+// config.steps updates; nothing is made or done when they are done. One process only.
+std::unique_ptr<train::TrainCallback> trace_callback(const train::TraceConfig& config);
 
 }  // namespace normlab::analysis

@@ -1,5 +1,5 @@
-// Configuration checks report every problem at once (GUIDE.md): these join them into the one
-// line that main prints.
+// Configuration checks report every problem at once (docs/architecture.md, "Conventions"):
+// these join them into the one line that main prints.
 #pragma once
 
 #include <stdexcept>

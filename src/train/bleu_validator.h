@@ -1,5 +1,5 @@
 // Validation BLEU of `normlab train --eval-bleu` (docs/translate.md). Beam search (decode/)
-// and BLEU (metrics/) live above train/ (GUIDE.md, "Data flow"): the caller builds the
+// and BLEU (metrics/) live above train/ (docs/architecture.md, "Layers"): the caller builds the
 // validator from them (apps/normlab/cmd_train.cpp), the trainer only calls it.
 #pragma once
 

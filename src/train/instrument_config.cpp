@@ -1,4 +1,4 @@
-#include "train/step_observer.h"
+#include "train/instrument_config.h"
 
 #include <stdexcept>
 

@@ -1,0 +1,102 @@
+#include "train/run_setup.h"
+
+#include <chrono>
+
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include "core/file_io.h"
+#include "core/problems.h"
+#include "core/process_group.h"
+#include "data/batching.h"
+#include "model/init.h"
+#include "model/stacking.h"
+
+namespace normlab::train {
+namespace fs = std::filesystem;
+
+std::optional<model::LoadedModel> load_init_from(TrainConfig& c) {
+  if (c.init_from.checkpoint.empty()) return std::nullopt;
+  auto base = model::load_model(c.init_from.checkpoint);
+  if (!base.extra_tensors.count(model::kVocabTensor))
+    throw std::invalid_argument("--init-from " + c.init_from.checkpoint +
+                                ": holds no vocabulary (not a checkpoint of normlab train)");
+  const auto& trained = base.model->config();
+  core::throw_if_problems(model::added_layer_problems(trained, c.init_from.added));
+  c.model = model::grown_config(trained, c.init_from.added);
+  c.model.src_vocab_size = c.model.tgt_vocab_size = 0;  // from the vocabulary, as for every run
+  return base;
+}
+
+Position resume_position(const model::LoadedModel& resumed, const nlohmann::json& config_json, const std::string& out) {
+  auto changes = incompatible_changes(resumed.meta.at("config"), config_json);
+  if (!changes.empty())
+    throw std::invalid_argument(out + " holds a different experiment (" + core::join_problems(changes) +
+                                "); use another --out or the same options");
+  return position_from_json(resumed.meta.at("position"));
+}
+
+std::string run_vocab(const TrainConfig& c, RunDir& dir, const model::LoadedModel* resumed,
+                      const model::LoadedModel* base, core::ProcessGroup& group) {
+  const fs::path vocab_dir = dir.path() / "vocab";
+  if (resumed) return model::tensor_bytes(resumed->extra_tensors.at(model::kVocabTensor));
+  if (base) {
+    auto bytes = model::tensor_bytes(base->extra_tensors.at(model::kVocabTensor));
+    if (dir.writes()) {
+      fs::create_directories(vocab_dir);
+      core::write_file_atomic((vocab_dir / data::kVocabModelFile).string(), bytes);
+    }
+    return bytes;
+  }
+  if (dir.writes() && !fs::exists(vocab_dir / data::kVocabModelFile)) {
+    const auto t0 = std::chrono::steady_clock::now();
+    data::save_vocab(data::train_vocab_on_corpus(c.train_prefix, c.src_lang, c.tgt_lang, c.vocab), vocab_dir.string());
+    dir.line(
+        "normlab train: trained a " + std::to_string(c.vocab.vocab_size) + "-piece BPE vocabulary in " +
+        std::to_string(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()) + " s");
+  }
+  group.barrier();
+  const auto bytes = core::read_file((vocab_dir / data::kVocabModelFile).string());
+  return std::string(bytes.begin(), bytes.end());
+}
+
+namespace {
+
+// DT-Fixup's mu is over the training data (the authors': every training example, eval mode).
+model::Seq2Seq grown_model(const TrainConfig& c, const model::LoadedModel& base, const Corpus& train, RunDir& dir) {
+  std::vector<model::ProfileBatch> batches;
+  for (const auto& b : data::make_batches(train.sizes, train.kept, c.batching, c.seed, 1)) {
+    auto batch = gather(train, b);
+    batches.push_back({batch.src, batch.prev_output_tokens});
+  }
+  const auto& added = c.init_from.added;
+  auto grown = model::add_layers(base.model, added, c.seed, batches);
+  nlohmann::json event = {{"event", "init_from"},
+                          {"update", 0},
+                          {"checkpoint", c.init_from.checkpoint},
+                          {"add_encoder_layers", added.encoder},
+                          {"add_decoder_layers", added.decoder},
+                          {"init", model::to_string(added.init)}};
+  event.update(nlohmann::json(grown.report));
+  dir.record(event);
+  dir.line("normlab train: " + c.init_from.checkpoint + " with " + std::to_string(added.encoder) + " encoder and " +
+           std::to_string(added.decoder) + " decoder layers added (" + model::to_string(added.init) +
+           "): " + nlohmann::json(grown.report).dump());
+  return grown.model;
+}
+
+}  // namespace
+
+model::Seq2Seq new_model(const TrainConfig& c, const model::ModelConfig& model_config,
+                         const model::LoadedModel* base, const Corpus& train, RunDir& dir) {
+  if (base) return grown_model(c, *base, train, dir);
+  model::Seq2Seq net(model_config);
+  torch::manual_seed(c.seed);
+  const auto first = data::make_batches(train.sizes, train.kept, c.batching, c.seed, 1);
+  auto b = gather(train, first.at(0));
+  model::ProfileBatch profile{b.src, b.prev_output_tokens};  // Admin profiles on the first batch
+  model::initialize(net, c.seed, &profile);
+  return net;
+}
+
+}  // namespace normlab::train

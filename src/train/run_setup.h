@@ -1,0 +1,41 @@
+// The set-up phases of `normlab train` before its first update (docs/architecture.md): the
+// model a run starts from (--init-from, a resumed checkpoint, or a new one) and its vocabulary.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "model/checkpoint.h"
+#include "model/seq2seq.h"
+#include "train/position.h"
+#include "train/run_dir.h"
+#include "train/train_config.h"
+#include "train/train_data.h"
+
+namespace normlab::core {
+class ProcessGroup;
+}
+
+namespace normlab::train {
+
+// --init-from: the trained model (its vocabulary too); `c.model` becomes the grown model's
+// configuration. Nothing without --init-from.
+std::optional<model::LoadedModel> load_init_from(TrainConfig& c);
+
+// The position of a resumed run; throws std::invalid_argument when RUN_DIR holds a different
+// experiment than `config_json`.
+Position resume_position(const model::LoadedModel& resumed, const nlohmann::json& config_json, const std::string& out);
+
+// The SentencePiece model's bytes: the resumed checkpoint's, --init-from's (written into
+// RUN_DIR/vocab), or RUN_DIR/vocab's, trained on the training text by rank 0 when missing.
+std::string run_vocab(const TrainConfig& c, RunDir& dir, const model::LoadedModel* resumed,
+                      const model::LoadedModel* base, core::ProcessGroup& group);
+
+// A new run's model: --init-from's with layers added (its event recorded), or a fresh one of
+// `model_config` initialised on the first training batch (Admin's profile).
+model::Seq2Seq new_model(const TrainConfig& c, const model::ModelConfig& model_config,
+                         const model::LoadedModel* base, const Corpus& train, RunDir& dir);
+
+}  // namespace normlab::train

@@ -1,0 +1,44 @@
+#include "train/train_data.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "data/batching.h"
+#include "data/cache.h"
+#include "data/corpus.h"
+#include "train/train_config.h"
+
+namespace normlab::train {
+
+Corpus load_corpus(const std::string& prefix, const TrainConfig& c, const data::Vocab& vocab,
+                   const std::string& cache_dir, bool training, const std::function<void(const std::string&)>& log) {
+  auto loaded = data::load_encoded_corpus(prefix, c.src_lang, c.tgt_lang, vocab, cache_dir);
+  log(loaded.message);
+  Corpus corpus;
+  corpus.files = {loaded.src_path, loaded.tgt_path};
+  corpus.src = std::move(loaded.corpus.src);
+  corpus.tgt = std::move(loaded.corpus.tgt);
+  data::FilterOptions filter;
+  filter.max_positions = c.model.max_positions;
+  filter.max_length_ratio = training ? c.max_length_ratio : 0.0;
+  auto result = data::filter_pairs(corpus.src, corpus.tgt, filter);
+  corpus.kept = std::move(result.kept);
+  if (training && c.max_pairs > 0)  // --max-pairs: of the first N pairs, those the filter kept
+    corpus.kept.erase(std::lower_bound(corpus.kept.begin(), corpus.kept.end(), c.max_pairs), corpus.kept.end());
+  corpus.sizes = data::example_sizes(corpus.src, corpus.tgt);
+  std::ostringstream s;
+  s << prefix << ": " << corpus.kept.size() << " pairs kept of "
+    << (training && c.max_pairs > 0 ? std::min<int64_t>(c.max_pairs, static_cast<int64_t>(corpus.src.size()))
+                                     : static_cast<int64_t>(corpus.src.size()))
+    << (training && c.max_pairs > 0 ? " (--max-pairs)" : "") << " ("
+    << result.empty << " empty, " << result.too_long << " longer than --max-positions "
+    << c.model.max_positions << ", " << result.bad_ratio << " beyond --max-length-ratio)";
+  log(s.str());
+  return corpus;
+}
+
+data::Batch gather(const Corpus& corpus, const std::vector<int64_t>& indices) {
+  return data::gather_batch(corpus.src, corpus.tgt, indices);
+}
+
+}  // namespace normlab::train

@@ -1,0 +1,32 @@
+// The sentence pairs a training run reads (training, validation, test), encoded with the run's
+// vocabulary and filtered once; batches are gathered from them by index.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "data/batch.h"
+#include "data/vocab.h"
+
+namespace normlab::train {
+
+struct TrainConfig;
+
+struct Corpus {
+  std::vector<data::Sentence> src, tgt;
+  std::vector<int64_t> sizes;      // data::example_sizes
+  std::vector<int64_t> kept;       // indices that passed the filter
+  std::vector<std::string> files;  // the text files it was read from
+};
+
+// PREFIX.SRC/.TGT of `c`'s languages, from or into `cache_dir`; `training`: the length-ratio
+// filter and --max-pairs apply (fairseq: to the training data only). `log` gets its lines.
+Corpus load_corpus(const std::string& prefix, const TrainConfig& c, const data::Vocab& vocab,
+                   const std::string& cache_dir, bool training, const std::function<void(const std::string&)>& log);
+
+// The pairs `indices` of `corpus` as one padded batch.
+data::Batch gather(const Corpus& corpus, const std::vector<int64_t>& indices);
+
+}  // namespace normlab::train
