@@ -1,5 +1,6 @@
 #include "train/progress.h"
 
+#include <algorithm>
 #include <iomanip>
 #include <sstream>
 
