@@ -99,4 +99,14 @@ model::Seq2Seq new_model(const TrainConfig& c, const model::ModelConfig& model_c
   return net;
 }
 
+std::vector<double> pretrained_lr_scales(const TrainConfig& c, const NamedTensors& named) {
+  auto trained = c.model;
+  trained.encoder_layers -= c.init_from.added.encoder;
+  trained.decoder_layers -= c.init_from.added.decoder;
+  std::vector<double> scales;
+  for (const auto& [name, p] : named)
+    scales.push_back(model::is_added_parameter(name, trained) ? 1.0 : c.init_from.pretrained_lr_scale);
+  return scales;
+}
+
 }  // namespace normlab::train

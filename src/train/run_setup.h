@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -37,5 +38,8 @@ std::string run_vocab(const TrainConfig& c, RunDir& dir, const model::LoadedMode
 // `model_config` initialised on the first training batch (Admin's profile).
 model::Seq2Seq new_model(const TrainConfig& c, const model::ModelConfig& model_config,
                          const model::LoadedModel* base, const Corpus& train, RunDir& dir);
+
+// --pretrained-lr-scale: the lr multiplier of each of `named` (1 for the added layers' parameters).
+std::vector<double> pretrained_lr_scales(const TrainConfig& c, const NamedTensors& named);
 
 }  // namespace normlab::train

@@ -12,6 +12,22 @@ BestMetric parse_best_metric(const std::string& s) {
   throw std::invalid_argument("--best-metric: unknown value '" + s + "', expected loss|bleu");
 }
 
+std::vector<std::string> InitFromConfig::problems() const {
+  std::vector<std::string> out = model::added_count_problems(added);
+  if (checkpoint.empty()) {
+    if (added.encoder > 0 || added.decoder > 0)
+      out.push_back("--add-encoder-layers/--add-decoder-layers add layers to a trained model: give --init-from CKPT");
+    if (pretrained_lr_scale != 1.0) out.push_back("--pretrained-lr-scale needs --init-from CKPT");
+    if (added.init != model::AddedLayerInit::kXavier)
+      out.push_back("--init " + model::to_string(added.init) +
+                    " initialises layers added to a trained model: give --init-from CKPT and --add-encoder-layers "
+                    "or --add-decoder-layers");
+  }
+  if (!(pretrained_lr_scale >= 0 && std::isfinite(pretrained_lr_scale)))
+    out.push_back("--pretrained-lr-scale must be finite and >= 0, got " + std::to_string(pretrained_lr_scale));
+  return out;
+}
+
 std::vector<std::string> TrainConfig::problems() const {
   std::vector<std::string> out;
   if (train_prefix.empty()) out.push_back("--train is required");
@@ -39,20 +55,8 @@ std::vector<std::string> TrainConfig::problems() const {
   for (auto& p : loss_scaler.problems()) out.push_back(p);
   if (best_metric == BestMetric::kBleu && !eval_bleu) out.push_back("--best-metric bleu needs --eval-bleu");
   if (max_pairs < 0) out.push_back("--max-pairs must be >= 0, got " + std::to_string(max_pairs));
-  const auto& f = init_from;
-  for (auto& p : model::added_count_problems(f.added)) out.push_back(p);
-  if (f.checkpoint.empty()) {
-    if (f.added.encoder > 0 || f.added.decoder > 0)
-      out.push_back("--add-encoder-layers/--add-decoder-layers add layers to a trained model: give --init-from CKPT");
-    if (f.pretrained_lr_scale != 1.0) out.push_back("--pretrained-lr-scale needs --init-from CKPT");
-    if (f.added.init != model::AddedLayerInit::kXavier)
-      out.push_back("--init " + model::to_string(f.added.init) +
-                    " initialises layers added to a trained model: give --init-from CKPT and --add-encoder-layers "
-                    "or --add-decoder-layers");
-  }
-  if (!(f.pretrained_lr_scale >= 0 && std::isfinite(f.pretrained_lr_scale)))
-    out.push_back("--pretrained-lr-scale must be finite and >= 0, got " + std::to_string(f.pretrained_lr_scale));
-  if (f.pretrained_lr_scale != 1.0 && curvature.every > 0)
+  for (auto& p : init_from.problems()) out.push_back(p);
+  if (init_from.pretrained_lr_scale != 1.0 && curvature.every > 0)
     out.push_back("--curvature-every measures one lr for every parameter: not with --pretrained-lr-scale");
   return out;
 }

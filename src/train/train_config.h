@@ -28,6 +28,7 @@ struct InitFromConfig {
   std::string checkpoint;          // empty: a model of `model`, freshly initialised
   model::AddedLayers added;        // --add-encoder-layers, --add-decoder-layers, --init
   double pretrained_lr_scale = 1;  // the trained parameters' lr multiplier (0: frozen)
+  std::vector<std::string> problems() const;  // every problem, naming the option
 };
 
 // What checkpoint_best.pt is best at.

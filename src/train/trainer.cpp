@@ -21,6 +21,7 @@
 #include "train/data_parallel.h"
 #include "train/position.h"
 #include "train/progress.h"
+#include "train/records.h"
 #include "train/run_dir.h"
 #include "train/run_setup.h"
 #include "train/scaled_optimizer.h"
@@ -127,14 +128,7 @@ bool Trainer::open_run() {
   const bool out_of_time = stop_time_s_ > 0 && pos_.wall_s >= stop_time_s_;
   if ((c_.max_steps > 0 && pos_.update >= c_.max_steps) || (c_.max_epochs > 0 && pos_.epoch > c_.max_epochs) ||
       out_of_time) {
-    if (dp_.writer())
-      std::cerr << "normlab train: " + c_.out + " is complete (update " + std::to_string(pos_.update) + ", epoch " +
-                       std::to_string(pos_.completed_epoch()) +
-                       (out_of_time ? ", " + std::to_string(static_cast<int64_t>(pos_.wall_s)) + " s of training"
-                                    : std::string()) +
-                       "): nothing to do; raise --max-steps, --max-epochs" +
-                       (out_of_time ? " or --stop-time-hours" : "") + " to continue it"
-                << "\n";
+    if (dp_.writer()) std::cerr << complete_line(c_.out, pos_, out_of_time) << "\n";
     return false;
   }
   return true;
@@ -189,15 +183,7 @@ void Trainer::make_optimizer() {
   for (const auto& p : net_->named_parameters()) named.emplace_back(p.key(), p.value());
   dp_.attach(net_->parameters(), c_.bucket_cap_mb, /*broadcast=*/!resumed_);
   optimizer_ = std::make_unique<Optimizer>(named, c_.optimizer);
-  if (c_.init_from.pretrained_lr_scale != 1.0) {
-    auto trained = c_.model;
-    trained.encoder_layers -= c_.init_from.added.encoder;
-    trained.decoder_layers -= c_.init_from.added.decoder;
-    std::vector<double> scales;
-    for (const auto& [name, p] : named)
-      scales.push_back(model::is_added_parameter(name, trained) ? 1.0 : c_.init_from.pretrained_lr_scale);
-    optimizer_->set_lr_scales(std::move(scales));
-  }
+  if (c_.init_from.pretrained_lr_scale != 1.0) optimizer_->set_lr_scales(pretrained_lr_scales(c_, named));
   auto scaler = c_.precision == model::Precision::kFp16
                     ? make_loss_scaler(c_.loss_scaler, dp_.ranks(), c_.update_freq)
                     : nullptr;
@@ -214,11 +200,7 @@ void Trainer::begin() {
   update_batches_ = c_.update_freq * dp_.ranks();
   if (c_.valid_at_init && pos_.update == 0 && !resumed_) {
     const auto v = validate(valid_);
-    std::ostringstream line;
-    line << std::fixed << std::setprecision(3) << "initial model | valid loss " << v.loss / v.tokens << " | nll "
-         << v.nll / v.tokens;
-    event({{"step", 0}, {"epoch", 1}, {"init_valid_loss", v.loss / v.tokens}, {"init_valid_nll", v.nll / v.tokens}},
-          line.str());
+    event(init_valid_record(v), init_valid_line(v));
   }
   // Updates this run will make, for the ETA: --max-steps, else --max-epochs of batches.
   const auto batches = static_cast<int64_t>(data::make_batches(train_.sizes, train_.kept, c_.batching, c_.seed, 1).size());
@@ -326,23 +308,14 @@ bool Trainer::stop_after(const Sums& sums) {
 
 void Trainer::validate_and_save(bool end_of_epoch) {
   const auto v = validate(valid_);
-  const double valid_loss = v.loss / v.tokens, valid_nll = v.nll / v.tokens;
-  nlohmann::json record = {{"step", pos_.update},        {"epoch", pos_.epoch},    {"valid_loss", valid_loss},
-                           {"valid_nll", valid_nll},     {"valid_ppl", std::exp(valid_nll)},
-                           {"valid_tokens", v.tokens},   {"wall_s", wall()}};
-  if (!end_of_epoch) record["mid_epoch"] = true;
+  auto record = validation_record(pos_, v, wall(), end_of_epoch);
   each([&](TrainCallback& cb) { cb.validation_done(record); });
-  const double bleu = record.value("valid_bleu", -1.0);
+  const double valid_loss = v.loss / v.tokens, bleu = record.value("valid_bleu", -1.0);
   const bool best =
       c_.best_metric == BestMetric::kBleu ? bleu > pos_.best_valid_bleu : valid_loss < pos_.best_valid_loss;
   pos_.best_valid_loss = std::min(pos_.best_valid_loss, valid_loss);
   pos_.best_valid_bleu = std::max(pos_.best_valid_bleu, bleu);
-  std::ostringstream line;
-  line << std::fixed << std::setprecision(3) << "epoch " << pos_.epoch << (end_of_epoch ? "" : " (mid-epoch)")
-       << " | valid loss " << valid_loss << " | nll " << valid_nll << " | ppl " << std::exp(valid_nll);
-  if (record.contains("valid_bleu")) line << " | bleu " << std::setprecision(2) << bleu;
-  line << (best ? " | best" : "");
-  event(record, line.str());
+  event(record, validation_line(pos_, v, end_of_epoch, record, best));
   std::vector<std::string> names = {"checkpoint_last.pt"};
   if (end_of_epoch && pos_.epoch % c_.save_interval == 0) names.push_back(epoch_checkpoint_name(pos_.epoch));
   if (best) names.push_back("checkpoint_best.pt");
@@ -381,16 +354,7 @@ void Trainer::test() {
                          false, [&](const std::string& s) { dir_->line(s); });
   });
   const auto t = validate(corpus);
-  std::ostringstream line;
-  line << std::fixed << std::setprecision(3) << "test (" << c_.test_prefix << ", final model) | loss "
-       << t.loss / t.tokens << " | nll " << t.nll / t.tokens << " | ppl " << std::exp(t.nll / t.tokens);
-  event({{"step", pos_.update},
-         {"epoch", pos_.completed_epoch()},
-         {"test_loss", t.loss / t.tokens},
-         {"test_nll", t.nll / t.tokens},
-         {"test_ppl", std::exp(t.nll / t.tokens)},
-         {"test_tokens", t.tokens}},
-        line.str());
+  event(test_record(pos_, t), test_line(c_.test_prefix, t));
 }
 
 // A record of metrics.jsonl and its progress line.

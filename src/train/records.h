@@ -1,0 +1,32 @@
+// The records of metrics.jsonl that the trainer writes itself (validation, test, the initial
+// model, events) and their progress lines; the training records are Progress's (progress.h).
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "train/data_parallel.h"
+#include "train/position.h"
+
+namespace normlab::train {
+
+// A validation of the model at `pos`: per-token loss, nll, perplexity; mid_epoch when a limit
+// stopped the epoch.
+nlohmann::json validation_record(const Position& pos, const Sums& v, double wall_s, bool end_of_epoch);
+// "epoch E | valid loss ... [| bleu B] [| best]"; B from the record (callbacks add it).
+std::string validation_line(const Position& pos, const Sums& v, bool end_of_epoch, const nlohmann::json& record,
+                            bool best);
+
+// --valid-at-init: the initial model's loss (LR sensitivity's "loss at init", REFERENCE §9).
+nlohmann::json init_valid_record(const Sums& v);
+std::string init_valid_line(const Sums& v);
+
+// --test, scored once with the final model.
+nlohmann::json test_record(const Position& pos, const Sums& t);
+std::string test_line(const std::string& prefix, const Sums& t);
+
+// A finished run started again with the same limits.
+std::string complete_line(const std::string& out, const Position& pos, bool out_of_time);
+
+}  // namespace normlab::train
