@@ -6,9 +6,11 @@
 #include <torch/torch.h>
 
 #include "core/file_io.h"
+#include "core/hash.h"
 #include "core/problems.h"
 #include "core/process_group.h"
 #include "data/batching.h"
+#include "data/cache.h"
 #include "model/init.h"
 #include "model/stacking.h"
 
@@ -97,6 +99,16 @@ model::Seq2Seq new_model(const TrainConfig& c, const model::ModelConfig& model_c
   model::ProfileBatch profile{b.src, b.prev_output_tokens};  // Admin profiles on the first batch
   model::initialize(net, c.seed, &profile);
   return net;
+}
+
+nlohmann::json job_fingerprint(const nlohmann::json& config_json, const Corpus& train, const Corpus& valid,
+                               const std::string& vocab_bytes, int64_t resume_update) {
+  auto fingerprint = [&](const Corpus& corpus) {
+    return core::hash_hex(data::corpus_cache_key(corpus.files, vocab_bytes));
+  };
+  return {{"config", config_json},
+          {"data", {{"train", fingerprint(train)}, {"valid", fingerprint(valid)}}},
+          {"resume", {{"update", resume_update}}}};
 }
 
 std::vector<double> pretrained_lr_scales(const TrainConfig& c, const NamedTensors& named) {

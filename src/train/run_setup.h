@@ -39,6 +39,11 @@ std::string run_vocab(const TrainConfig& c, RunDir& dir, const model::LoadedMode
 model::Seq2Seq new_model(const TrainConfig& c, const model::ModelConfig& model_config,
                          const model::LoadedModel* base, const Corpus& train, RunDir& dir);
 
+// What every rank of a data-parallel job must agree on (core::check_same_job): the
+// configuration, the data's and vocabulary's fingerprints, the update it resumes at (-1: none).
+nlohmann::json job_fingerprint(const nlohmann::json& config_json, const Corpus& train, const Corpus& valid,
+                               const std::string& vocab_bytes, int64_t resume_update);
+
 // --pretrained-lr-scale: the lr multiplier of each of `named` (1 for the added layers' parameters).
 std::vector<double> pretrained_lr_scales(const TrainConfig& c, const NamedTensors& named);
 

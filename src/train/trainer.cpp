@@ -11,11 +11,9 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
-#include "core/hash.h"
 #include "core/problems.h"
 #include "core/same_job.h"
 #include "core/tokens.h"
-#include "data/cache.h"
 #include "train/checkpoint_names.h"
 #include "train/corpus_loss.h"
 #include "train/data_parallel.h"
@@ -51,6 +49,7 @@ class Trainer {
   // Set-up (run_setup.h): true when the run has work left.
   bool open_run();
   void load_data();
+  Corpus load(const std::string& prefix, bool training);
   void make_model();
   void make_optimizer();
   void begin();
@@ -134,27 +133,29 @@ bool Trainer::open_run() {
   return true;
 }
 
-// The vocabulary and the corpora: rank 0 encodes and caches each first, the others read its cache.
+// The vocabulary, the corpora, the check that every rank runs the same job, config.json.
 void Trainer::load_data() {
   vocab_bytes_ = run_vocab(c_, *dir_, resumed_ ? &*resumed_ : nullptr, base_ ? &*base_ : nullptr, dp_.group());
   vocab_.emplace(data::Vocab::from_bytes(vocab_bytes_, (dir_->path() / "vocab" / data::kVocabModelFile).string()));
-  const std::string cache_dir = c_.cache_dir.empty() ? (dir_->path() / "cache").string() : c_.cache_dir;
-  const auto line = [&](const std::string& s) { dir_->line(s); };
-  dp_.in_turn([&] { train_ = load_corpus(c_.train_prefix, c_, *vocab_, cache_dir, true, line); });
-  dp_.in_turn([&] { valid_ = load_corpus(c_.valid_prefix, c_, *vocab_, cache_dir, false, line); });
+  train_ = load(c_.train_prefix, /*training=*/true);
+  valid_ = load(c_.valid_prefix, /*training=*/false);
   model_config_ = c_.model;
   model_config_.src_vocab_size = model_config_.tgt_vocab_size = vocab_->size();
   config_json_["model"] = model_config_;
-  if (dp_.ranks() > 1) {
-    auto fingerprint = [&](const Corpus& corpus) {
-      return core::hash_hex(data::corpus_cache_key(corpus.files, vocab_bytes_));
-    };
-    core::check_same_job({{"config", config_json_},
-                          {"data", {{"train", fingerprint(train_)}, {"valid", fingerprint(valid_)}}},
-                          {"resume", {{"update", resumed_ ? pos_.update : -1}}}},
+  if (dp_.ranks() > 1)
+    core::check_same_job(job_fingerprint(config_json_, train_, valid_, vocab_bytes_, resumed_ ? pos_.update : -1),
                          dp_.group());
-  }
   dir_->write_config(config_json_);
+}
+
+// Rank 0 encodes and caches the corpus first, the others then read its cache.
+Corpus Trainer::load(const std::string& prefix, bool training) {
+  const std::string cache_dir = c_.cache_dir.empty() ? (dir_->path() / "cache").string() : c_.cache_dir;
+  Corpus corpus;
+  dp_.in_turn([&] {
+    corpus = load_corpus(prefix, c_, *vocab_, cache_dir, training, [&](const std::string& s) { dir_->line(s); });
+  });
+  return corpus;
 }
 
 void Trainer::make_model() {
@@ -347,13 +348,7 @@ void Trainer::save(const std::vector<std::string>& names) {
 }
 
 void Trainer::test() {
-  Corpus corpus;
-  dp_.in_turn([&] {
-    corpus = load_corpus(c_.test_prefix, c_, *vocab_, c_.cache_dir.empty() ? (dir_->path() / "cache").string()
-                                                                           : c_.cache_dir,
-                         false, [&](const std::string& s) { dir_->line(s); });
-  });
-  const auto t = validate(corpus);
+  const auto t = validate(load(c_.test_prefix, /*training=*/false));
   event(test_record(pos_, t), test_line(c_.test_prefix, t));
 }
 

@@ -1,0 +1,71 @@
+// The Trainer behind train::train() (trainer.h): its state and its phases, named as the step
+// reads (docs/architecture.md). The set-up phases are in trainer_setup.cpp, the loop in trainer.cpp.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "train/callback.h"
+#include "train/data_parallel.h"
+#include "train/position.h"
+#include "train/run_dir.h"
+#include "train/scaled_optimizer.h"
+#include "train/trainer.h"
+
+namespace normlab::train::detail {
+
+using Clock = std::chrono::steady_clock;
+using BatchOrder = std::vector<std::vector<int64_t>>;
+
+class Trainer {
+ public:
+  Trainer(const TrainConfig& config, TrainCallbacks callbacks, const torch::Device& device, core::ProcessGroup& group)
+      : c_(config), callbacks_(std::move(callbacks)), device_(device), dp_(group) {}
+  TrainResult run();
+
+ private:
+  // Set-up (run_setup.h): true when the run has work left.
+  bool open_run();
+  void load_data();
+  Corpus load(const std::string& prefix, bool training);
+  void make_model();
+  void make_optimizer();
+  void begin();
+  // One epoch's updates, and one update: forward and backward of its batches, the gradients
+  // reduced over the ranks, unscaled and clipped, the optimiser's step.
+  void run_epoch(const BatchOrder& batches);
+  void update(const BatchOrder& batches);
+  Sums forward_backward(const BatchOrder& batches);
+  bool stop_after(const Sums& sums);
+  // Validation (and BLEU), the record, the checkpoints; the test set at the end.
+  void validate_and_save(bool end_of_epoch);
+  Sums validate(const Corpus& corpus);
+  void save(const std::vector<std::string>& names);
+  void test();
+  void event(nlohmann::json record, const std::string& line);
+  double wall() const { return wall_before_ + std::chrono::duration<double>(Clock::now() - start_).count(); }
+  template <class F>
+  void each(F f) {
+    for (auto& cb : callbacks_) f(*cb);
+  }
+
+  TrainConfig c_;
+  TrainCallbacks callbacks_;
+  torch::Device device_;
+  DataParallel dp_;
+  std::optional<RunDir> dir_;
+  nlohmann::json config_json_;
+  std::optional<model::LoadedModel> resumed_, base_;
+  Position pos_;
+  std::string vocab_bytes_;
+  std::optional<data::Vocab> vocab_;
+  Corpus train_, valid_;
+  model::ModelConfig model_config_;
+  model::Seq2Seq net_{nullptr};
+
+}  // namespace normlab::train::detail
