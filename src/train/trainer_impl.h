@@ -67,5 +67,16 @@ class Trainer {
   Corpus train_, valid_;
   model::ModelConfig model_config_;
   model::Seq2Seq net_{nullptr};
+  std::unique_ptr<Optimizer> optimizer_;
+  std::unique_ptr<ScaledOptimizer> scaled_;
+  std::unique_ptr<RunContext> context_;
+  Clock::time_point start_;
+  double wall_before_ = 0, stop_time_s_ = 0;
+  int64_t update_batches_ = 1;        // batches per update: --update-freq on each of the ranks
+  // Since the last update made: waiting for the gradient all-reduce; its buckets (overlapped, all).
+  double sync_s_ = 0;
+  int64_t overlapped_ = 0, reduced_ = 0;
+  bool done_ = false, diverged_ = false;
+};
 
 }  // namespace normlab::train::detail

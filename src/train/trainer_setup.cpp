@@ -1,3 +1,4 @@
+// The set-up phases of the Trainer (trainer_impl.h), before its first update.
 #include <iostream>
 
 #include <torch/torch.h>
