@@ -51,7 +51,8 @@ void DataParallel::seed_streams(uint64_t seed, const model::TensorMap* saved) co
   if (saved) {
     const auto rng = saved->find(rng_key(group_.rank()));
     if (rng != saved->end()) {
-      at::detail::getDefaultCPUGenerator().set_state(rng->second);
+      auto generator = at::detail::getDefaultCPUGenerator();  // a handle of the global generator
+      generator.set_state(rng->second);
       return;
     }
   }

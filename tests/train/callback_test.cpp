@@ -23,26 +23,31 @@ namespace {
 
 constexpr double kEps = 0.1;
 
-// Everything it sees, as one line per event; the loss of each update recomputed from the logits.
-class Recorder final : public TrainCallback {
- public:
+// What the recorder saw; the test owns it (the callbacks end with the run).
+struct Seen {
   std::vector<std::string> events;
   std::vector<double> own_loss, reported_loss, own_norm, reported_norm;
   int64_t context_update = -1;
+  int saves = 0;
+};
 
+// Everything it sees, as one line per event; the loss of each update recomputed from the logits.
+class Recorder final : public TrainCallback {
+ public:
+  explicit Recorder(Seen& seen) : seen_(seen) {}
   void train_begins(const RunContext& run) override {
-    events.push_back("begins");
-    context_update = run.update;
+    seen_.events.push_back("begins");
+    seen_.context_update = run.update;
     net_ = run.net;
   }
   void update_begins(int64_t update) override {
-    events.push_back("update_begins " + std::to_string(update));
+    seen_.events.push_back("update_begins " + std::to_string(update));
     loss_ = 0;
   }
-  void batch_ready(const data::Batch&) override { events.push_back("batch"); }
+  void batch_ready(const data::Batch&) override { seen_.events.push_back("batch"); }
   // (1-eps) nll + eps/V sum_v(-log p_v) over the non-padding targets (REFERENCE §2, uniform).
   void output_ready(const torch::Tensor& logits, const torch::Tensor& target) override {
-    events.push_back("output");
+    seen_.events.push_back("output");
     const auto lp = torch::log_softmax(logits.detach().to(torch::kDouble), -1);
     const auto t = target.to(lp.device());
     const auto real = t.ne(kPad);
@@ -51,30 +56,29 @@ class Recorder final : public TrainCallback {
     loss_ += (((1 - kEps) * nll + kEps * smooth) * real).sum().item<double>();
   }
   void gradients_ready(int64_t update) override {
-    events.push_back("gradients " + std::to_string(update));
+    seen_.events.push_back("gradients " + std::to_string(update));
     double sq = 0;
     for (const auto& p : net_->parameters())
       if (p.grad().defined()) sq += p.grad().to(torch::kDouble).pow(2).sum().item<double>();
-    own_norm.push_back(std::sqrt(sq));
+    seen_.own_norm.push_back(std::sqrt(sq));
   }
   void update_done(const UpdateReport& r) override {
-    events.push_back("done " + std::to_string(r.update));
-    own_loss.push_back(loss_);
-    reported_loss.push_back(r.loss);
-    reported_norm.push_back(r.grad_norm);
+    seen_.events.push_back("done " + std::to_string(r.update));
+    seen_.own_loss.push_back(loss_);
+    seen_.reported_loss.push_back(r.loss);
+    seen_.reported_norm.push_back(r.grad_norm);
   }
-  void training_ends() override { events.push_back("ends"); }
+  void training_ends() override { seen_.events.push_back("ends"); }
   void validation_done(nlohmann::json& record) override {
-    events.push_back("validation");
+    seen_.events.push_back("validation");
     record["recorder"] = 1;  // a field of its own in the record
   }
-  void save_state(model::TensorMap&) const override { saves_ = saves_ + 1; }
-  int saves() const { return saves_; }
+  void save_state(model::TensorMap&) const override { ++seen_.saves; }
 
  private:
+  Seen& seen_;
   model::Seq2Seq net_{nullptr};
   double loss_ = 0;
-  mutable int saves_ = 0;
 };
 
 TrainConfig tiny_run(const std::string& prefix, const std::string& out) {
@@ -99,10 +103,10 @@ TEST(TrainCallback, AnInstrumentPlugsInThroughTheListAlone) {
   testing::ScratchDir dir("callback");
   const auto prefix = de.substr(0, de.size() - std::string(".de.gz").size());
   auto c = tiny_run(prefix, dir / "run");
-  auto recorder = std::make_unique<Recorder>();
-  auto* seen = recorder.get();
+  Seen seen_by;
+  const Seen* seen = &seen_by;
   TrainCallbacks callbacks;
-  callbacks.push_back(std::move(recorder));
+  callbacks.push_back(std::make_unique<Recorder>(seen_by));
   core::ProcessGroup one;
   const auto result = train(c, std::move(callbacks), torch::kCPU, one);
   ASSERT_EQ(result.updates, 3);
@@ -118,7 +122,7 @@ TEST(TrainCallback, AnInstrumentPlugsInThroughTheListAlone) {
   EXPECT_EQ(seen->events[5], "done 1");
   const std::vector<std::string> tail(seen->events.end() - 3, seen->events.end());
   EXPECT_EQ(tail, (std::vector<std::string>{"done 3", "ends", "validation"}));
-  EXPECT_EQ(seen->saves(), 1);  // the one checkpoint, checkpoint_last.pt at the --max-steps stop
+  EXPECT_EQ(seen->saves, 1);  // the one checkpoint, checkpoint_last.pt at the --max-steps stop
 
   // What it was told agrees with what it computed itself.
   ASSERT_EQ(seen->own_loss.size(), 3u);
