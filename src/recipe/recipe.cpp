@@ -151,6 +151,191 @@ void apply_scale(const std::string& path, const Layer& layer, std::map<std::stri
   }
 }
 
+// [scale.NAME.COMMAND] tables of the chosen scale (every scale's are checked), and its [scale.NAME.synth].
+struct ScaleTables {
+  std::map<std::string, Layer> by_command;
+  const toml::table* synth = nullptr;
+};
+
+ScaleTables read_scale_tables(const std::string& path, const toml::table& root, const std::string& sname) {
+  ScaleTables out;
+  auto s = root.get("scale");
+  if (!s) return out;
+  const auto* st = table_at(path, *s, "[scale]");
+  check_keys(path, *st, {"smoke", "cpu", "paper"}, "[scale]");
+  for (auto&& [k, v] : *st) {
+    const auto* per = table_at(path, v, "[scale." + std::string(k.str()) + "]");
+    for (auto&& [cmd, body] : *per) {
+      const std::string what = "[scale." + std::string(k.str()) + "." + std::string(cmd.str()) + "]";
+      const auto* bt = table_at(path, body, what);
+      if (cmd.str() == "synth") {
+        data::SyntheticConfig probe;
+        apply_synth(path, *bt, probe);  // checked at every scale, applied at this one
+        if (k.str() == sname) out.synth = bt;
+        continue;
+      }
+      Layer layer = read_layer(path, *bt, true, what);
+      if (k.str() == sname) out.by_command[std::string(cmd.str())] = std::move(layer);
+    }
+  }
+  return out;
+}
+
+// [synth], with the scale's [scale.NAME.synth] over it.
+std::optional<data::SyntheticConfig> read_synth(const std::string& path, const toml::table& root,
+                                                const toml::table* scale_synth, const std::string& sname) {
+  if (auto s = root.get("synth")) {
+    data::SyntheticConfig synth;
+    apply_synth(path, *table_at(path, *s, "[synth]"), synth);
+    if (scale_synth) apply_synth(path, *scale_synth, synth);
+    return synth;
+  }
+  if (scale_synth) fail(path, line_of(*scale_synth), "[scale." + sname + ".synth] without a [synth] table");
+  return std::nullopt;
+}
+
+// [defaults.COMMAND] tables, by command.
+std::map<std::string, Layer> read_defaults(const std::string& path, const toml::table& root) {
+  std::map<std::string, Layer> defaults;
+  if (auto d = root.get("defaults"))
+    for (auto&& [cmd, body] : *table_at(path, *d, "[defaults]")) {
+      const std::string what = "[defaults." + std::string(cmd.str()) + "]";
+      defaults[std::string(cmd.str())] = read_layer(path, *table_at(path, body, what), false, what);
+    }
+  return defaults;
+}
+
+int64_t read_ranks(const std::string& path, const toml::table& ct, const std::string& command) {
+  auto n = ct.get("ranks");
+  if (!n) return 1;
+  const auto value = n->value<int64_t>();
+  if (!value || *value < 1 || *value > 64) fail(path, line_of(*n), "ranks must be an integer in 1..64");
+  if (command != "train" && command != "hessian")
+    fail(path, line_of(*n), "ranks: only train and hessian cells run as several processes, not " + command);
+  return *value;
+}
+
+// A [[cells]] table's options and grid: the command's defaults, its options, its grid, the
+// scale's tables over them (the recipe's, then the cell's own). Grid keys leave the options.
+struct CellAxes {
+  std::map<std::string, Value> options;
+  std::map<std::string, std::vector<Value>> grid;
+};
+
+CellAxes read_cell_axes(const std::string& path, const toml::table& ct, const std::string& base,
+                        const std::string& command, const std::string& sname, std::map<std::string, Layer>& defaults,
+                        std::map<std::string, Layer>& scale_layers, std::set<std::string>& used_lists) {
+  CellAxes out;
+  if (defaults.count(command)) out.options = defaults[command].scalars;
+  if (auto o = ct.get("options"))
+    for (auto& [k, v] : read_layer(path, *table_at(path, *o, "options"), false, "cell '" + base + "' options").scalars)
+      out.options[k] = v;
+  if (auto g = ct.get("grid")) {
+    const Layer gl = read_layer(path, *table_at(path, *g, "grid"), true, "cell '" + base + "' grid");
+    if (!gl.scalars.empty())
+      fail(path, gl.scalars.begin()->second.line, "grid " + gl.scalars.begin()->first + " must be a list");
+    out.grid = gl.lists;
+  }
+  if (scale_layers.count(command))
+    apply_scale(path, scale_layers[command], out.options, out.grid, false, used_lists);
+  if (auto s = ct.get("scale")) {
+    const auto* st = table_at(path, *s, "cell scale");
+    check_keys(path, *st, {"smoke", "cpu", "paper"}, "cell '" + base + "' scale");
+    for (auto&& [k, v] : *st) {
+      const Layer layer = read_layer(path, *table_at(path, v, "scale table"), true,
+                                     "cell '" + base + "' scale." + std::string(k.str()));
+      if (k.str() == sname) apply_scale(path, layer, out.options, out.grid, true, used_lists);
+    }
+  }
+  for (const auto& [k, list] : out.grid) out.options.erase(k);
+  return out;
+}
+
+// The cells of `axes`' Cartesian product, keys in alphabetical order, the last key varying
+// fastest (as Python's itertools.product over the sorted keys), each named after its values.
+void expand_grid(const std::string& path, const Cell& proto, const CellAxes& cell_axes, std::set<std::string>& names,
+                 std::vector<Cell>& cells) {
+  std::vector<std::pair<std::string, const std::vector<Value>*>> axes;
+  for (const auto& [k, list] : cell_axes.grid) axes.emplace_back(k, &list);
+  std::vector<size_t> index(axes.size(), 0);
+  while (true) {
+    Cell cell = proto;
+    std::map<std::string, Value> all = cell_axes.options;
+    for (size_t a = 0; a < axes.size(); ++a) {
+      const Value& v = (*axes[a].second)[index[a]];
+      all[axes[a].first] = v;
+      const std::string shown = v.flag ? "true" : v.unset ? "false" : v.text;
+      cell.grid.emplace_back(axes[a].first, shown);
+      cell.name += "_" + axes[a].first + "=" + shown;
+    }
+    if (!valid_name(cell.name))
+      fail(path, proto.line, "cell name '" + cell.name + "' from the grid: values may hold letters, digits, . _ - = +");
+    if (!names.insert(cell.name).second) fail(path, proto.line, "two cells are named '" + cell.name + "'");
+    for (const auto& [k, v] : all)
+      if (!v.unset) cell.options.push_back({k, v.text, v.flag, v.line});
+    cells.push_back(std::move(cell));
+    size_t a = axes.size();
+    while (a > 0 && ++index[a - 1] == axes[a - 1].second->size()) index[--a] = 0;
+    if (a == 0) break;
+  }
+}
+
+// Every [[cells]] table, expanded.
+std::vector<Cell> read_cells(const std::string& path, const toml::table& root, const std::string& sname,
+                             std::map<std::string, Layer>& scale_layers) {
+  auto defaults = read_defaults(path, root);
+  const auto* cells = root.get("cells");
+  if (!cells || !cells->as_array() || cells->as_array()->empty())
+    fail(path, cells ? line_of(*cells) : 1, "the recipe needs at least one [[cells]] table");
+  std::vector<Cell> out;
+  std::set<std::string> names, used_lists;
+  for (auto&& node : *cells->as_array()) {
+    const auto* ct = table_at(path, node, "[[cells]]");
+    check_keys(path, *ct, {"name", "command", "options", "grid", "scale", "ranks"}, "[[cells]]");
+    Cell proto;
+    proto.line = line_of(node);
+    if (!ct->contains("name")) fail(path, proto.line, "[[cells]] needs a name");
+    proto.name = string_at(path, *ct->get("name"), "name");
+    if (!valid_name(proto.name))
+      fail(path, line_of(*ct->get("name")), "cell name '" + proto.name + "': use letters, digits, . _ - = +");
+    proto.command = ct->contains("command") ? string_at(path, *ct->get("command"), "command") : "train";
+    proto.ranks = read_ranks(path, *ct, proto.command);
+    const auto axes = read_cell_axes(path, *ct, proto.name, proto.command, sname, defaults, scale_layers, used_lists);
+    expand_grid(path, proto, axes, names, out);
+  }
+  for (const auto& [cmd, layer] : scale_layers)
+    for (const auto& [k, list] : layer.lists)
+      if (!used_lists.count(k))
+        fail(path, layer.list_lines.at(k), k + " is a list in [scale." + sname + "." + cmd +
+                                               "] but no " + cmd + " cell has it in its grid");
+  return out;
+}
+
+std::vector<Claim> read_claims(const std::string& path, const toml::table& root) {
+  std::vector<Claim> out;
+  auto c = root.get("claims");
+  if (!c) return out;
+  if (!c->as_array()) fail(path, line_of(*c), "claims must be [[claims]] tables");
+  for (auto&& node : *c->as_array()) {
+    const auto* t = table_at(path, node, "[[claims]]");
+    check_keys(path, *t, {"text", "rule", "paper", "margin"}, "[[claims]]");
+    Claim claim;
+    claim.line = line_of(node);
+    if (!t->contains("text") || !t->contains("rule")) fail(path, claim.line, "[[claims]] needs text and rule");
+    claim.text = string_at(path, *t->get("text"), "text");
+    claim.rule = string_at(path, *t->get("rule"), "rule");
+    if (auto p = t->get("paper")) claim.paper = string_at(path, *p, "paper");
+    if (auto m = t->get("margin")) {
+      const auto x = m->value<double>();
+      if (!x || *x < 0) fail(path, line_of(*m), "margin must be a non-negative number");
+      claim.margin = *x;
+    }
+    claim.line = line_of(*t->get("rule"));
+    out.push_back(std::move(claim));
+  }
+  return out;
+}
+
 }  // namespace
 
 Scale parse_scale(const std::string& name) {
@@ -179,151 +364,10 @@ Recipe load_recipe(const std::string& path, Scale scale) {
   if (auto v = root.get("description")) r.description = string_at(path, *v, "description");
   if (auto v = root.get("paper")) r.paper = string_at(path, *v, "paper");
   const std::string sname = scale_name(scale);
-
-  // [scale.NAME.COMMAND] and [scale.NAME.synth]
-  std::map<std::string, Layer> scale_layers;  // by command, for this scale
-  std::map<std::string, int64_t> scale_lines;
-  const toml::table* scale_synth = nullptr;
-  if (auto s = root.get("scale")) {
-    const auto* st = table_at(path, *s, "[scale]");
-    check_keys(path, *st, {"smoke", "cpu", "paper"}, "[scale]");
-    for (auto&& [k, v] : *st) {
-      const auto* per = table_at(path, v, "[scale." + std::string(k.str()) + "]");
-      for (auto&& [cmd, body] : *per) {
-        const std::string what = "[scale." + std::string(k.str()) + "." + std::string(cmd.str()) + "]";
-        const auto* bt = table_at(path, body, what);
-        if (cmd.str() == "synth") {
-          data::SyntheticConfig probe;
-          apply_synth(path, *bt, probe);  // checked at every scale, applied at this one
-          if (k.str() == sname) scale_synth = bt;
-          continue;
-        }
-        Layer layer = read_layer(path, *bt, true, what);
-        if (k.str() == sname) {
-          scale_layers[std::string(cmd.str())] = std::move(layer);
-          scale_lines[std::string(cmd.str())] = line_of(body);
-        }
-      }
-    }
-  }
-
-  if (auto s = root.get("synth")) {
-    r.synth = data::SyntheticConfig{};
-    apply_synth(path, *table_at(path, *s, "[synth]"), *r.synth);
-    if (scale_synth) apply_synth(path, *scale_synth, *r.synth);
-  } else if (scale_synth) {
-    fail(path, line_of(*scale_synth), "[scale." + sname + ".synth] without a [synth] table");
-  }
-
-  std::map<std::string, Layer> defaults;
-  if (auto d = root.get("defaults")) {
-    for (auto&& [cmd, body] : *table_at(path, *d, "[defaults]"))
-      defaults[std::string(cmd.str())] =
-          read_layer(path, *table_at(path, body, "[defaults." + std::string(cmd.str()) + "]"), false,
-                     "[defaults." + std::string(cmd.str()) + "]");
-  }
-
-  const auto* cells = root.get("cells");
-  if (!cells || !cells->as_array() || cells->as_array()->empty())
-    fail(path, cells ? line_of(*cells) : 1, "the recipe needs at least one [[cells]] table");
-  std::set<std::string> names, used_lists;
-  for (auto&& node : *cells->as_array()) {
-    const auto* ct = table_at(path, node, "[[cells]]");
-    check_keys(path, *ct, {"name", "command", "options", "grid", "scale", "ranks"}, "[[cells]]");
-    const int64_t line = line_of(node);
-    if (!ct->contains("name")) fail(path, line, "[[cells]] needs a name");
-    const std::string base = string_at(path, *ct->get("name"), "name");
-    if (!valid_name(base)) fail(path, line_of(*ct->get("name")), "cell name '" + base + "': use letters, digits, . _ - = +");
-    const std::string command = ct->contains("command") ? string_at(path, *ct->get("command"), "command") : "train";
-    int64_t ranks = 1;
-    if (auto n = ct->get("ranks")) {
-      const auto value = n->value<int64_t>();
-      if (!value || *value < 1 || *value > 64) fail(path, line_of(*n), "ranks must be an integer in 1..64");
-      if (command != "train" && command != "hessian")
-        fail(path, line_of(*n), "ranks: only train and hessian cells run as several processes, not " + command);
-      ranks = *value;
-    }
-
-    std::map<std::string, Value> options;
-    if (defaults.count(command)) options = defaults[command].scalars;
-    if (auto o = ct->get("options"))
-      for (auto& [k, v] : read_layer(path, *table_at(path, *o, "options"), false, "cell '" + base + "' options").scalars)
-        options[k] = v;
-    std::map<std::string, std::vector<Value>> grid;
-    if (auto g = ct->get("grid")) {
-      const Layer gl = read_layer(path, *table_at(path, *g, "grid"), true, "cell '" + base + "' grid");
-      if (!gl.scalars.empty())
-        fail(path, gl.scalars.begin()->second.line, "grid " + gl.scalars.begin()->first + " must be a list");
-      grid = gl.lists;
-    }
-    if (scale_layers.count(command)) apply_scale(path, scale_layers[command], options, grid, false, used_lists);
-    if (auto s = ct->get("scale")) {
-      const auto* st = table_at(path, *s, "cell scale");
-      check_keys(path, *st, {"smoke", "cpu", "paper"}, "cell '" + base + "' scale");
-      for (auto&& [k, v] : *st) {
-        const Layer layer = read_layer(path, *table_at(path, v, "scale table"), true,
-                                       "cell '" + base + "' scale." + std::string(k.str()));
-        if (k.str() == sname) apply_scale(path, layer, options, grid, true, used_lists);
-      }
-    }
-    for (const auto& [k, list] : grid) options.erase(k);
-
-    // Cartesian product, keys in alphabetical order, the last key varying fastest
-    // (as Python's itertools.product over the sorted keys).
-    std::vector<std::pair<std::string, const std::vector<Value>*>> axes;
-    for (const auto& [k, list] : grid) axes.emplace_back(k, &list);
-    std::vector<size_t> index(axes.size(), 0);
-    while (true) {
-      Cell cell;
-      cell.command = command;
-      cell.ranks = ranks;
-      cell.line = line;
-      cell.name = base;
-      std::map<std::string, Value> all = options;
-      for (size_t a = 0; a < axes.size(); ++a) {
-        const Value& v = (*axes[a].second)[index[a]];
-        all[axes[a].first] = v;
-        const std::string shown = v.flag ? "true" : v.unset ? "false" : v.text;
-        cell.grid.emplace_back(axes[a].first, shown);
-        cell.name += "_" + axes[a].first + "=" + shown;
-      }
-      if (!valid_name(cell.name))
-        fail(path, line, "cell name '" + cell.name + "' from the grid: values may hold letters, digits, . _ - = +");
-      if (!names.insert(cell.name).second) fail(path, line, "two cells are named '" + cell.name + "'");
-      for (const auto& [k, v] : all)
-        if (!v.unset) cell.options.push_back({k, v.text, v.flag, v.line});
-      r.cells.push_back(std::move(cell));
-      size_t a = axes.size();
-      while (a > 0 && ++index[a - 1] == axes[a - 1].second->size()) index[--a] = 0;
-      if (a == 0) break;
-    }
-  }
-  for (const auto& [cmd, layer] : scale_layers)
-    for (const auto& [k, list] : layer.lists)
-      if (!used_lists.count(k))
-        fail(path, layer.list_lines.at(k), k + " is a list in [scale." + sname + "." + cmd +
-                                               "] but no " + cmd + " cell has it in its grid");
-
-  if (auto c = root.get("claims")) {
-    if (!c->as_array()) fail(path, line_of(*c), "claims must be [[claims]] tables");
-    for (auto&& node : *c->as_array()) {
-      const auto* t = table_at(path, node, "[[claims]]");
-      check_keys(path, *t, {"text", "rule", "paper", "margin"}, "[[claims]]");
-      Claim claim;
-      claim.line = line_of(node);
-      if (!t->contains("text") || !t->contains("rule")) fail(path, claim.line, "[[claims]] needs text and rule");
-      claim.text = string_at(path, *t->get("text"), "text");
-      claim.rule = string_at(path, *t->get("rule"), "rule");
-      if (auto p = t->get("paper")) claim.paper = string_at(path, *p, "paper");
-      if (auto m = t->get("margin")) {
-        const auto x = m->value<double>();
-        if (!x || *x < 0) fail(path, line_of(*m), "margin must be a non-negative number");
-        claim.margin = *x;
-      }
-      claim.line = line_of(*t->get("rule"));
-      r.claims.push_back(std::move(claim));
-    }
-  }
+  auto scale_tables = read_scale_tables(path, root, sname);
+  r.synth = read_synth(path, root, scale_tables.synth, sname);
+  r.cells = read_cells(path, root, sname, scale_tables.by_command);
+  r.claims = read_claims(path, root);
   return r;
 }
 

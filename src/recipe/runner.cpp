@@ -257,8 +257,10 @@ Shard parse_shard(const std::string& text) {
   return s;
 }
 
-std::vector<CellResult> run_recipe(const Recipe& recipe, const RunOptions& o, const OptionChecker& check) {
-  // Every cell's command and options are checked before anything runs.
+namespace {
+
+// Every cell's command and options, every problem at once.
+void check_cells(const Recipe& recipe, const RunOptions& o, const OptionChecker& check) {
   std::vector<std::string> problems;
   for (const auto& cell : recipe.cells) {
     const std::string where = recipe.path + ":" + std::to_string(cell.line) + ": cell '" + cell.name + "': ";
@@ -273,26 +275,14 @@ std::vector<CellResult> run_recipe(const Recipe& recipe, const RunOptions& o, co
   core::throw_if_problems(problems);
   if (!o.train.empty() && o.valid.empty()) throw std::invalid_argument("--train needs --valid as well");
   if (o.jobs < 1) throw std::invalid_argument("--jobs must be at least 1, not " + std::to_string(o.jobs));
+}
 
-  const std::string out = absolute(o.out);
-  const std::string cells_dir = out + "/cells";
-  const Values placeholders = data_placeholders(recipe, o);
-  const size_t n = recipe.cells.size();
-  std::vector<std::vector<std::string>> argvs;
-  for (const auto& cell : recipe.cells)
-    argvs.push_back(cell_arguments(recipe, cell, placeholders, cells_dir + "/" + cell.name,
-                                   check(cell.command, "out").empty()));
-  std::vector<size_t> pending;  // this runner's cells not started yet, in recipe order
-  for (size_t i = 0; i < n; ++i)
-    if (static_cast<int>(i % o.shard.count) == o.shard.index - 1) pending.push_back(i);
-
-  if (o.dry_run) {
-    for (size_t i : pending) std::cout << recipe.cells[i].name << "\t" << join_args(argvs[i]) << "\n";
-    return {};
-  }
-  // A finished cell, whichever shard ran it, must have run this recipe's command line.
-  for (size_t i = 0; i < n; ++i) {
-    const std::string json = cells_dir + "/" + recipe.cells[i].name + "/cell.json";
+// A finished cell, whichever shard ran it, must have run this recipe's command line.
+void check_finished_cells(const Recipe& recipe, const std::vector<std::vector<std::string>>& argvs,
+                          const std::string& out) {
+  std::vector<std::string> problems;
+  for (size_t i = 0; i < recipe.cells.size(); ++i) {
+    const std::string json = out + "/cells/" + recipe.cells[i].name + "/cell.json";
     if (!fs::exists(json)) continue;
     const auto bytes = core::read_file(json);
     const auto saved = nlohmann::json::parse(bytes.begin(), bytes.end()).at("argv").get<std::vector<std::string>>();
@@ -303,33 +293,48 @@ std::vector<CellResult> run_recipe(const Recipe& recipe, const RunOptions& o, co
   if (!problems.empty())
     throw std::invalid_argument(core::join_problems(problems) +
                                 "; use another --out for a changed recipe, scale or data");
+}
 
-  {
-    // Every shard writes the same recipe.toml and run.json (nothing in them is the shard's), so
-    // whichever writes last leaves them as they were.
-    const auto lock = lock_bookkeeping(out);
-    fs::create_directories(cells_dir);
-    core::write_file_atomic(out + "/recipe.toml", core::read_file(recipe.path));
-    nlohmann::json run = {{"recipe", absolute(recipe.path)}, {"title", recipe.title},
-                          {"scale", scale_name(o.scale)}, {"placeholders", nlohmann::json::object()},
-                          {"cells", nlohmann::json::array()}};
-    for (const auto& [k, v] : placeholders) run["placeholders"][k] = v;
-    for (size_t i = 0; i < n; ++i) run["cells"].push_back({{"name", recipe.cells[i].name}, {"argv", argvs[i]}});
-    core::write_file_atomic(out + "/run.json", run.dump(1) + "\n");
-    const bool own_data = o.data.empty() && o.train.empty();
-    if (recipe.synth && own_data) ensure_synthetic(*recipe.synth, out + "/data");
+// Every shard writes the same recipe.toml and run.json (nothing in them is the shard's), so
+// whichever writes last leaves them as they were; the synthetic data when the recipe makes its own.
+void write_bookkeeping(const Recipe& recipe, const RunOptions& o, const std::string& out, const Values& placeholders,
+                       const std::vector<std::vector<std::string>>& argvs) {
+  const auto lock = lock_bookkeeping(out);
+  fs::create_directories(out + "/cells");
+  core::write_file_atomic(out + "/recipe.toml", core::read_file(recipe.path));
+  nlohmann::json run = {{"recipe", absolute(recipe.path)}, {"title", recipe.title},
+                        {"scale", scale_name(o.scale)}, {"placeholders", nlohmann::json::object()},
+                        {"cells", nlohmann::json::array()}};
+  for (const auto& [k, v] : placeholders) run["placeholders"][k] = v;
+  for (size_t i = 0; i < recipe.cells.size(); ++i)
+    run["cells"].push_back({{"name", recipe.cells[i].name}, {"argv", argvs[i]}});
+  core::write_file_atomic(out + "/run.json", run.dump(1) + "\n");
+  const bool own_data = o.data.empty() && o.train.empty();
+  if (recipe.synth && own_data) ensure_synthetic(*recipe.synth, out + "/data");
+}
+
+// Runs this runner's pending cells, up to --jobs at once, each when the cells it reads are done.
+class Scheduler {
+ public:
+  Scheduler(const Recipe& recipe, const RunOptions& o, std::string out, std::vector<std::vector<std::string>> argvs,
+            std::vector<size_t> pending)
+      : recipe_(recipe), o_(o), out_(std::move(out)), cells_dir_(out_ + "/cells"), argvs_(std::move(argvs)),
+        pending_(std::move(pending)), deps_(cell_dependencies(recipe, argvs_, cells_dir_)) {
+    // The runner's threads shared by the cells that run at once; a cell whose recipe options
+    // set `threads` keeps its own.
+    const int budget = o.threads > 0 ? o.threads : core::available_cpus();
+    const size_t parallel = std::min(static_cast<size_t>(o.jobs), std::max<size_t>(pending_.size(), 1));
+    cell_threads_ = std::max(1, budget / static_cast<int>(parallel));
+  }
+  void run() {
+    while (!pending_.empty() || !running_.empty()) {
+      const bool started = start_ready();
+      const bool ended = reap();
+      if (!started && !ended) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
   }
 
-  // The runner's threads shared by the cells that run at once; a cell whose recipe options set
-  // `threads` keeps its own.
-  const int budget = o.threads > 0 ? o.threads : core::available_cpus();
-  const size_t parallel = std::min(static_cast<size_t>(o.jobs), std::max<size_t>(pending.size(), 1));
-  const std::string cell_threads = std::to_string(std::max(1, budget / static_cast<int>(parallel)));
-  const auto deps = cell_dependencies(recipe, argvs, cells_dir);
-  auto tag = [&](size_t i) {
-    return "[" + std::to_string(i + 1) + "/" + std::to_string(n) + "] " + recipe.cells[i].name;
-  };
-
+ private:
   struct Running {
     size_t cell;
     std::vector<pid_t> pids;           // one per rank
@@ -339,142 +344,177 @@ std::vector<CellResult> run_recipe(const Recipe& recipe, const RunOptions& o, co
     double start_time;                 // seconds since the Unix epoch
     std::vector<std::string> globals;  // what followed the cell's own command line
   };
-  std::vector<Running> running;
-  auto mine = [&](size_t j) {
-    return std::find(pending.begin(), pending.end(), j) != pending.end() ||
-           std::any_of(running.begin(), running.end(), [&](const Running& r) { return r.cell == j; });
-  };
-  // Whether cell i can start now, must wait, or waits in vain for the cell `missing` that
-  // nobody runs. The lock is looked at before cell.json: a runner writes cell.json before it
-  // lets go of the lock, so a free lock and no cell.json mean nobody is running that cell.
   enum class Readiness { kReady, kWait, kMissing };
-  auto readiness = [&](size_t i, std::string& missing) {
-    for (size_t j : deps[i]) {
-      if (mine(j)) return Readiness::kWait;
-      std::string why;
-      if (!try_lock_cell(out, recipe.cells[j].name, why)) return Readiness::kWait;
-      if (read_cell(cells_dir, recipe.cells[j].name).status == "not run") {
-        missing = recipe.cells[j].name;
-        return Readiness::kMissing;
-      }
-    }
-    return Readiness::kReady;
-  };
-  auto start = [&](size_t i) {
-    const Cell& cell = recipe.cells[i];
-    const std::string dir = cells_dir + "/" + cell.name;
+
+  std::string tag(size_t i) const {
+    return "[" + std::to_string(i + 1) + "/" + std::to_string(recipe_.cells.size()) + "] " + recipe_.cells[i].name;
+  }
+  bool mine(size_t j) const {
+    return std::find(pending_.begin(), pending_.end(), j) != pending_.end() ||
+           std::any_of(running_.begin(), running_.end(), [&](const Running& r) { return r.cell == j; });
+  }
+  Readiness readiness(size_t i, std::string& missing) const;
+  bool start_ready();
+  bool reap();
+  void start(size_t i);
+  std::vector<pid_t> spawn(const Cell& cell, const std::vector<std::string>& argv, const std::string& dir) const;
+  void finish(const Running& r, int code) const;
+
+  const Recipe& recipe_;
+  const RunOptions& o_;
+  const std::string out_, cells_dir_;
+  const std::vector<std::vector<std::string>> argvs_;
+  std::vector<size_t> pending_;  // this runner's cells not started yet, in recipe order
+  const std::vector<std::vector<size_t>> deps_;
+  int cell_threads_ = 1;
+  std::vector<Running> running_;
+};
+
+// Whether cell i can start now, must wait, or waits in vain for the cell `missing` that nobody
+// runs. The lock is looked at before cell.json: a runner writes cell.json before it lets go of
+// the lock, so a free lock and no cell.json mean nobody is running that cell.
+Scheduler::Readiness Scheduler::readiness(size_t i, std::string& missing) const {
+  for (size_t j : deps_[i]) {
+    if (mine(j)) return Readiness::kWait;
     std::string why;
-    auto lock = try_lock_cell(out, cell.name, why);
-    if (!lock) {
-      std::cerr << "run: " << tag(i) << ": another runner has it, skipped (" << why << ")\n";
-      return;
+    if (!try_lock_cell(out_, recipe_.cells[j].name, why)) return Readiness::kWait;
+    if (read_cell(cells_dir_, recipe_.cells[j].name).status == "not run") {
+      missing = recipe_.cells[j].name;
+      return Readiness::kMissing;
     }
-    const CellResult before = read_cell(cells_dir, cell.name);
-    if (before.status != "not run" && !(o.retry_failed && before.status == "failed")) {
-      std::cerr << "run: " << tag(i) << ": " << before.status << " before, skipped\n";
-      return;
-    }
-    fs::create_directories(dir);
-    std::vector<std::string> globals;
-    const bool own_threads = std::any_of(cell.options.begin(), cell.options.end(),
-                                         [](const CellOption& opt) { return opt.key == "threads"; });
-    // A cell of several ranks shares its threads between them (as torchrun's OMP_NUM_THREADS).
-    const int ranks = static_cast<int>(cell.ranks);
-    if (!own_threads) globals = {"--threads", std::to_string(std::max(1, std::stoi(cell_threads) / ranks))};
-    globals.insert(globals.end(), o.cell_globals.begin(), o.cell_globals.end());
-    std::vector<std::string> argv = {o.executable};
-    argv.insert(argv.end(), argvs[i].begin(), argvs[i].end());
-    argv.insert(argv.end(), globals.begin(), globals.end());
-    std::cerr << "run: " << tag(i) << ": " << join_args(argvs[i]) << "\n";
-    const double start_time = unix_time();
-    const auto t0 = std::chrono::steady_clock::now();
-    std::vector<pid_t> pids;
-    if (ranks == 1) {
-      pids.push_back(start_process(argv, dir, dir + "/cell.log"));
-    } else {
-      // torchrun --standalone's environment for each rank (docs/distributed.md); rank 0 logs to
-      // cell.log, rank r to cell.rank<r>.log.
-      const std::string port = free_port(), world = std::to_string(ranks);
-      for (int r = 0; r < ranks; ++r) {
-        const std::vector<std::pair<std::string, std::string>> env = {
-            {"RANK", std::to_string(r)}, {"LOCAL_RANK", std::to_string(r)}, {"WORLD_SIZE", world},
-            {"LOCAL_WORLD_SIZE", world}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", port}};
-        pids.push_back(start_process(argv, dir, dir + (r == 0 ? "/cell.log" : "/cell.rank" + std::to_string(r) + ".log"),
-                                     env));
-      }
-    }
-    running.push_back({i, pids, std::vector<int>(pids.size(), -1), std::move(lock), t0, start_time, globals});
-  };
-  auto finish = [&](const Running& r, int code) {
-    const Cell& cell = recipe.cells[r.cell];
-    const std::string dir = cells_dir + "/" + cell.name;
-    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - r.start).count();
-    bool diverged = code == 3;
-    if (code == 0)
-      for (const auto& m : read_metrics(dir + "/metrics.jsonl")) diverged = diverged || m.diverged;
-    const std::string status = diverged ? "diverged" : code == 0 ? "ok" : "failed";
-    nlohmann::json grid = nlohmann::json::object();
-    for (const auto& [k, v] : cell.grid) grid[k] = v;
-    const nlohmann::json record = {{"name", cell.name}, {"command", cell.command}, {"argv", argvs[r.cell]},
-                                   {"globals", r.globals}, {"grid", grid}, {"ranks", cell.ranks}, {"exit_code", code},
-                                   {"status", status}, {"wall_s", wall}, {"start_time", r.start_time},
-                                   {"end_time", unix_time()}};
-    core::write_file_atomic(dir + "/cell.json", record.dump(1) + "\n");
-    std::cerr << "run: " << tag(r.cell) << ": " << status << " (exit " << code << ", " << format_number(wall)
-              << " s)" << (status == "failed" ? ", see " + dir + "/cell.log" : "") << "\n";
-  };
-
-  while (!pending.empty() || !running.empty()) {
-    bool changed = false;
-    for (auto it = pending.begin(); it != pending.end() && running.size() < static_cast<size_t>(o.jobs);) {
-      const size_t i = *it;
-      std::string missing;
-      const Readiness ready = readiness(i, missing);
-      if (ready == Readiness::kWait) {
-        ++it;
-        continue;
-      }
-      it = pending.erase(it);
-      changed = true;
-      if (ready == Readiness::kReady)
-        start(i);
-      else
-        std::cerr << "run: " << tag(i) << ": needs cell " << missing << ", which has not run, skipped"
-                  << " (run again once it has)\n";
-    }
-    for (auto it = running.begin(); it != running.end();) {
-      for (size_t r = 0; r < it->pids.size(); ++r)
-        if (it->codes[r] < 0) it->codes[r] = poll_process(it->pids[r]);
-      if (std::any_of(it->codes.begin(), it->codes.end(), [](int c) { return c < 0; })) {
-        ++it;
-        continue;
-      }
-      // Rank 0's exit code, else the first other rank's that is not 0 (a lost rank ends the others).
-      int code = it->codes[0];
-      for (int c : it->codes)
-        if (code == 0 && c != 0) code = c;
-      finish(*it, code);
-      it = running.erase(it);  // lets go of the cell's lock, after its cell.json
-      changed = true;
-    }
-    if (!changed) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
+  return Readiness::kReady;
+}
 
-  // Every cell as found in DIR, whichever runner ran it, read under the bookkeeping lock: a
-  // runner writes its last cell.json before it takes the lock, so the last summary.csv written
-  // describes every finished cell.
+// Starts (or skips) every pending cell that can go now; true when any left the queue.
+bool Scheduler::start_ready() {
+  bool changed = false;
+  for (auto it = pending_.begin(); it != pending_.end() && running_.size() < static_cast<size_t>(o_.jobs);) {
+    const size_t i = *it;
+    std::string missing;
+    const Readiness ready = readiness(i, missing);
+    if (ready == Readiness::kWait) {
+      ++it;
+      continue;
+    }
+    it = pending_.erase(it);
+    changed = true;
+    if (ready == Readiness::kReady)
+      start(i);
+    else
+      std::cerr << "run: " << tag(i) << ": needs cell " << missing << ", which has not run, skipped"
+                << " (run again once it has)\n";
+  }
+  return changed;
+}
+
+// Records every cell whose processes have all ended; true when any did.
+bool Scheduler::reap() {
+  bool changed = false;
+  for (auto it = running_.begin(); it != running_.end();) {
+    for (size_t r = 0; r < it->pids.size(); ++r)
+      if (it->codes[r] < 0) it->codes[r] = poll_process(it->pids[r]);
+    if (std::any_of(it->codes.begin(), it->codes.end(), [](int c) { return c < 0; })) {
+      ++it;
+      continue;
+    }
+    // Rank 0's exit code, else the first other rank's that is not 0 (a lost rank ends the others).
+    int code = it->codes[0];
+    for (int c : it->codes)
+      if (code == 0 && c != 0) code = c;
+    finish(*it, code);
+    it = running_.erase(it);  // lets go of the cell's lock, after its cell.json
+    changed = true;
+  }
+  return changed;
+}
+
+void Scheduler::start(size_t i) {
+  const Cell& cell = recipe_.cells[i];
+  const std::string dir = cells_dir_ + "/" + cell.name;
+  std::string why;
+  auto lock = try_lock_cell(out_, cell.name, why);
+  if (!lock) {
+    std::cerr << "run: " << tag(i) << ": another runner has it, skipped (" << why << ")\n";
+    return;
+  }
+  const CellResult before = read_cell(cells_dir_, cell.name);
+  if (before.status != "not run" && !(o_.retry_failed && before.status == "failed")) {
+    std::cerr << "run: " << tag(i) << ": " << before.status << " before, skipped\n";
+    return;
+  }
+  fs::create_directories(dir);
+  std::vector<std::string> globals;
+  const bool own_threads = std::any_of(cell.options.begin(), cell.options.end(),
+                                       [](const CellOption& opt) { return opt.key == "threads"; });
+  // A cell of several ranks shares its threads between them (as torchrun's OMP_NUM_THREADS).
+  if (!own_threads) globals = {"--threads", std::to_string(std::max(1, cell_threads_ / static_cast<int>(cell.ranks)))};
+  globals.insert(globals.end(), o_.cell_globals.begin(), o_.cell_globals.end());
+  std::vector<std::string> argv = {o_.executable};
+  argv.insert(argv.end(), argvs_[i].begin(), argvs_[i].end());
+  argv.insert(argv.end(), globals.begin(), globals.end());
+  std::cerr << "run: " << tag(i) << ": " << join_args(argvs_[i]) << "\n";
+  const double start_time = unix_time();
+  const auto t0 = std::chrono::steady_clock::now();
+  auto pids = spawn(cell, argv, dir);
+  running_.push_back({i, pids, std::vector<int>(pids.size(), -1), std::move(lock), t0, start_time, globals});
+}
+
+// One process, or torchrun --standalone's environment for each rank (docs/distributed.md);
+// rank 0 logs to cell.log, rank r to cell.rank<r>.log.
+std::vector<pid_t> Scheduler::spawn(const Cell& cell, const std::vector<std::string>& argv,
+                                    const std::string& dir) const {
+  const int ranks = static_cast<int>(cell.ranks);
+  if (ranks == 1) return {start_process(argv, dir, dir + "/cell.log")};
+  std::vector<pid_t> pids;
+  const std::string port = free_port(), world = std::to_string(ranks);
+  for (int r = 0; r < ranks; ++r) {
+    const std::vector<std::pair<std::string, std::string>> env = {
+        {"RANK", std::to_string(r)}, {"LOCAL_RANK", std::to_string(r)}, {"WORLD_SIZE", world},
+        {"LOCAL_WORLD_SIZE", world}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", port}};
+    pids.push_back(
+        start_process(argv, dir, dir + (r == 0 ? "/cell.log" : "/cell.rank" + std::to_string(r) + ".log"), env));
+  }
+  return pids;
+}
+
+void Scheduler::finish(const Running& r, int code) const {
+  const Cell& cell = recipe_.cells[r.cell];
+  const std::string dir = cells_dir_ + "/" + cell.name;
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - r.start).count();
+  bool diverged = code == 3;
+  if (code == 0)
+    for (const auto& m : read_metrics(dir + "/metrics.jsonl")) diverged = diverged || m.diverged;
+  const std::string status = diverged ? "diverged" : code == 0 ? "ok" : "failed";
+  nlohmann::json grid = nlohmann::json::object();
+  for (const auto& [k, v] : cell.grid) grid[k] = v;
+  const nlohmann::json record = {{"name", cell.name}, {"command", cell.command}, {"argv", argvs_[r.cell]},
+                                 {"globals", r.globals}, {"grid", grid}, {"ranks", cell.ranks}, {"exit_code", code},
+                                 {"status", status}, {"wall_s", wall}, {"start_time", r.start_time},
+                                 {"end_time", unix_time()}};
+  core::write_file_atomic(dir + "/cell.json", record.dump(1) + "\n");
+  std::cerr << "run: " << tag(r.cell) << ": " << status << " (exit " << code << ", " << format_number(wall) << " s)"
+            << (status == "failed" ? ", see " + dir + "/cell.log" : "") << "\n";
+}
+
+// Every cell as found in DIR, whichever runner ran it, read under the bookkeeping lock: a
+// runner writes its last cell.json before it takes the lock, so the last summary.csv written
+// describes every finished cell.
+std::vector<CellResult> collect_results(const Recipe& recipe, const std::string& out) {
   std::vector<CellResult> results;
-  {
-    const auto lock = lock_bookkeeping(out);
-    for (const auto& cell : recipe.cells) {
-      results.push_back(read_cell(cells_dir, cell.name));
-      if (results.back().status == "not run") {  // no cell.json: its row says what it will run
-        results.back().command = cell.command;
-        results.back().grid = cell.grid;
-      }
+  const auto lock = lock_bookkeeping(out);
+  for (const auto& cell : recipe.cells) {
+    results.push_back(read_cell(out + "/cells", cell.name));
+    if (results.back().status == "not run") {  // no cell.json: its row says what it will run
+      results.back().command = cell.command;
+      results.back().grid = cell.grid;
     }
-    core::write_file_atomic(out + "/summary.csv", summary_csv(results));
   }
+  core::write_file_atomic(out + "/summary.csv", summary_csv(results));
+  return results;
+}
+
+void print_summary(const std::vector<CellResult>& results, const std::string& out) {
   std::cerr << "\nrun: summary (" << out << "/summary.csv)\n";
   std::fprintf(stderr, "%-48s %-9s %9s %16s %15s\n", "cell", "status", "wall_s", "final_valid_loss",
                "best_valid_loss");
@@ -485,6 +525,30 @@ std::vector<CellResult> run_recipe(const Recipe& recipe, const RunOptions& o, co
                  c.status == "not run" ? "-" : format_number(c.wall_s).c_str(), get("final_valid_loss").c_str(),
                  get("best_valid_loss").c_str());
   }
+}
+
+}  // namespace
+
+std::vector<CellResult> run_recipe(const Recipe& recipe, const RunOptions& o, const OptionChecker& check) {
+  check_cells(recipe, o, check);
+  const std::string out = absolute(o.out);
+  const Values placeholders = data_placeholders(recipe, o);
+  std::vector<std::vector<std::string>> argvs;
+  for (const auto& cell : recipe.cells)
+    argvs.push_back(cell_arguments(recipe, cell, placeholders, out + "/cells/" + cell.name,
+                                   check(cell.command, "out").empty()));
+  std::vector<size_t> pending;  // this runner's share, in recipe order
+  for (size_t i = 0; i < recipe.cells.size(); ++i)
+    if (static_cast<int>(i % o.shard.count) == o.shard.index - 1) pending.push_back(i);
+  if (o.dry_run) {
+    for (size_t i : pending) std::cout << recipe.cells[i].name << "\t" << join_args(argvs[i]) << "\n";
+    return {};
+  }
+  check_finished_cells(recipe, argvs, out);
+  write_bookkeeping(recipe, o, out, placeholders, argvs);
+  Scheduler(recipe, o, out, argvs, std::move(pending)).run();
+  auto results = collect_results(recipe, out);
+  print_summary(results, out);
   return results;
 }
 
