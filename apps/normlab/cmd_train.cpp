@@ -128,9 +128,9 @@ Runner add_train_command(CLI::App& app, const GlobalOptions& global) {
       ->capture_default_str()->group(opt);
   cmd->add_option("--clip-norm", c.clip_norm, "clip the gradient's 2-norm (0: off)")
       ->capture_default_str()->group(opt);
-  cmd->add_option("--label-smoothing", c.label_smoothing, "eps")->capture_default_str()->group(opt);
+  cmd->add_option("--label-smoothing", c.loss.label_smoothing, "eps")->capture_default_str()->group(opt);
   cmd->add_option("--ls-formula", o->ls_formula, "uniform|exclusive")->capture_default_str()->group(opt);
-  cmd->add_option("--z-loss", c.z_loss,
+  cmd->add_option("--z-loss", c.loss.z_loss,
                   "C: add C (log Z)^2 per target token to the training loss (PaLM's z-loss; 1e-4 there), "
                   "and to the curvature series' loss")
       ->capture_default_str()->group(opt);
@@ -237,7 +237,7 @@ Runner add_train_command(CLI::App& app, const GlobalOptions& global) {
     if (o->curvature && c.curvature.every == 0) c.curvature.every = train::CurvatureConfig::kDefaultEvery;
     c.schedule.kind = train::parse_schedule_kind(o->schedule);
     c.schedule.max_steps = c.max_steps;
-    c.ls_formula = train::parse_label_smoothing_formula(o->ls_formula);
+    c.loss.formula = train::parse_label_smoothing_formula(o->ls_formula);
     c.best_metric = train::parse_best_metric(o->best_metric);
     const auto device = core::resolve_device(global.device);
     c.precision = model::parse_precision(o->precision, device);  // auto: resolved here, recorded in config.json
@@ -253,10 +253,9 @@ Runner add_train_command(CLI::App& app, const GlobalOptions& global) {
       return std::make_unique<analysis::LogitTracer>(std::move(net), dir, done_steps);
     };
     auto job = join_job(o->dist, device);
-    const analysis::LossOptions loss{c.label_smoothing, c.ls_formula, c.z_loss};
-    hooks.make_curvature = [&job, loss](const train::CurvatureConfig& config, model::Seq2Seq net,
-                                        std::vector<data::Batch> probe, const std::string& file, int64_t done,
-                                        bool writes) {
+    hooks.make_curvature = [&job, loss = c.loss](const train::CurvatureConfig& config, model::Seq2Seq net,
+                                                 std::vector<data::Batch> probe, const std::string& file,
+                                                 int64_t done, bool writes) {
       return std::make_unique<analysis::CurvatureSeries>(config, std::move(net), std::move(probe), loss, job.device,
                                                          file, done, writes, job.group);
     };

@@ -68,7 +68,7 @@ class CurvatureSeries final : public train::CurvatureObserver {
   // `probe`: the probe set's batches; `file`: RUN_DIR/curvature.jsonl, whose records after
   // `done_updates` are dropped (a resumed run writes them again); only `writes` writes it.
   CurvatureSeries(const train::CurvatureConfig& config, model::Seq2Seq net, std::vector<data::Batch> probe,
-                  const LossOptions& loss, const torch::Device& device, std::string file, int64_t done_updates,
+                  const train::LossOptions& loss, const torch::Device& device, std::string file, int64_t done_updates,
                   bool writes, core::ProcessGroup group);
   void measure(int64_t update, double next_lr, const train::Optimizer& optimizer) override;
   std::map<std::string, torch::Tensor> state() const override;
@@ -78,7 +78,7 @@ class CurvatureSeries final : public train::CurvatureObserver {
   train::CurvatureConfig config_;
   model::Seq2Seq net_;
   std::vector<data::Batch> probe_;
-  LossOptions loss_;
+  train::LossOptions loss_;
   torch::Device device_;
   std::string file_;
   bool writes_;

@@ -153,10 +153,9 @@ Sums all_reduced(const Sums& s, core::ProcessGroup& group) {
 }
 
 // Every rank takes every WORLD_SIZE-th batch of the corpus; the sums are all ranks'.
-Sums validate(model::Seq2Seq& net, const Corpus& corpus, const TrainConfig& c, const torch::Device& device,
-              core::ProcessGroup& group) {
-  const auto l = corpus_loss(net, corpus.src, corpus.tgt, corpus.kept, c.batching, c.seed, c.label_smoothing,
-                             c.ls_formula, device, data::Shard{group.rank(), group.size()});
+Sums validate(model::Seq2Seq& net, const Corpus& corpus, const TrainConfig& c, core::ProcessGroup& group) {
+  const auto l = corpus_loss(net, corpus.src, corpus.tgt, corpus.kept, c.batching, c.seed, c.loss,
+                             data::Shard{group.rank(), group.size()});
   return all_reduced({l.loss, l.nll, l.tokens}, group);
 }
 
@@ -238,8 +237,7 @@ std::vector<std::string> TrainConfig::problems() const {
   if (save_interval_updates < 0) out.push_back("--save-interval-updates must be >= 0");
   if (keep_last < 0) out.push_back("--keep-last must be >= 0");
   if (clip_norm < 0) out.push_back("--clip-norm must be >= 0");
-  if (!(label_smoothing >= 0 && label_smoothing < 1)) out.push_back("--label-smoothing must be in [0, 1)");
-  if (!(z_loss >= 0)) out.push_back("--z-loss must be >= 0, got " + std::to_string(z_loss));
+  for (auto& p : loss.problems()) out.push_back(p);
   for (auto& p : vocab.validate()) out.push_back(p);
   for (auto& p : batching.validate()) out.push_back(p);
   for (auto& p : optimizer.problems()) out.push_back(p);
@@ -288,9 +286,9 @@ void to_json(nlohmann::json& j, const TrainConfig& c) {
        {"optimizer", c.optimizer},
        {"schedule", c.schedule},
        {"loss",
-        {{"label_smoothing", c.label_smoothing},
-         {"formula", to_string(c.ls_formula)},
-         {"z_loss", c.z_loss},
+        {{"label_smoothing", c.loss.label_smoothing},
+         {"formula", to_string(c.loss.formula)},
+         {"z_loss", c.loss.z_loss},
          {"clip_norm", c.clip_norm}}},
        {"seed", c.seed},
        {"limits", {{"max_epochs", c.max_epochs}, {"max_steps", c.max_steps}, {"stop_time_hours", c.stop_time_hours}}},
@@ -621,7 +619,7 @@ TrainResult train(const TrainConfig& config, const TrainHooks& hooks, const torc
   // --valid-at-init: the loss of the initial model (LR sensitivity's "loss at init", REFERENCE §9);
   // dropout off, no random numbers drawn, so the run that follows is the same.
   if (c.valid_at_init && pos.update == 0 && !resumed) {
-    const auto v = validate(net, valid_corpus, c, device, group);
+    const auto v = validate(net, valid_corpus, c, group);
     log.record({{"step", 0}, {"epoch", 1}, {"init_valid_loss", v.loss / v.tokens}, {"init_valid_nll", v.nll / v.tokens}});
     std::ostringstream line;
     line << std::fixed << std::setprecision(3) << "initial model | valid loss " << v.loss / v.tokens << " | nll "
@@ -692,7 +690,7 @@ TrainResult train(const TrainConfig& config, const TrainHooks& hooks, const torc
   // Validation and checkpoints: at the end of an epoch, or where --max-steps stops inside one
   // (fairseq at --max-update; its record says mid_epoch).
   auto validate_and_save = [&](bool end_of_epoch) {
-    const auto v = validate(net, valid_corpus, c, device, group);
+    const auto v = validate(net, valid_corpus, c, group);
     const double valid_loss = v.loss / v.tokens, valid_nll = v.nll / v.tokens;
     const double bleu = c.eval_bleu ? valid_bleu(net, valid_corpus, *hooks.bleu, group) : -1.0;
     const bool best = c.best_metric == BestMetric::kBleu ? bleu > pos.best_valid_bleu
@@ -749,7 +747,7 @@ TrainResult train(const TrainConfig& config, const TrainHooks& hooks, const torc
         auto b = gather(train_corpus, batches[static_cast<size_t>(pos.next_batch + j)]);
         if (tracing) observer->batch(b.src, b.prev_output_tokens);
         auto logits = net->forward(b.src.to(device), b.prev_output_tokens.to(device));
-        auto s = label_smoothed_nll(logits, b.target.to(device), c.label_smoothing, c.ls_formula, kPad, c.z_loss);
+        auto s = label_smoothed_nll(logits, b.target.to(device), c.loss.label_smoothing, c.loss.formula, kPad, c.loss.z_loss);
         if (logits_trace) logits_trace->output(logits, b.target);
         (scaler ? s.loss * scaler->scale() : s.loss).backward();
         update.loss += s.loss.item<double>();
@@ -824,7 +822,7 @@ TrainResult train(const TrainConfig& config, const TrainHooks& hooks, const torc
   }
   if (!result.diverged && !c.test_prefix.empty()) {
     const auto test_corpus = load_in_turn(c.test_prefix, false);
-    const auto t = validate(net, test_corpus, c, device, group);
+    const auto t = validate(net, test_corpus, c, group);
     log.record({{"step", pos.update},
                 {"epoch", pos.epoch - (pos.next_batch == 0 ? 1 : 0)},
                 {"test_loss", t.loss / t.tokens},
