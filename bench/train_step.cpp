@@ -14,7 +14,7 @@
 #include "core/tokens.h"
 #include "model/init.h"
 #include "model/seq2seq.h"
-#include "train/loss.h"
+#include "train/criterion.h"
 #include "train/optimizer.h"
 
 using namespace normlab;
@@ -65,6 +65,8 @@ int main(int argc, char** argv) {
   auto target = ids().to(device);
   auto prev = torch::cat({torch::full({sentences, 1}, kEos, torch::kInt64).to(device),
                           target.slice(1, 0, length - 1)}, 1);
+  const data::Batch batch{src, prev, target, sentences * length};  // no padding
+  const train::LossOptions options{0.1, train::LabelSmoothingFormula::kUniform};  // the PyTorch peer's
 
   using Clock = std::chrono::steady_clock;
   auto since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
@@ -75,9 +77,7 @@ int main(int argc, char** argv) {
   auto step = [&] {
     auto t0 = Clock::now();
     adam.zero_grad();
-    auto logits = net->forward(src, prev);
-    auto sums = train::label_smoothed_nll(logits, target, 0.1,
-                                          train::LabelSmoothingFormula::kUniform, kPad);
+    const auto sums = train::loss(net, batch, options).sums;
     sync();
     forward_s.push_back(since(t0));
     auto t1 = Clock::now();

@@ -66,10 +66,12 @@ Runner add_evaluate_command(CLI::App& app, const GlobalOptions& global) {
     const auto vocab = checkpoint_vocab(loaded, o->checkpoint, o->vocab);
     // The loss as the run trained it, unless told otherwise.
     const auto trained = loaded.meta.value("config", nlohmann::json::object()).value("loss", nlohmann::json::object());
-    const double eps = o->label_smoothing >= 0 ? o->label_smoothing : trained.value("label_smoothing", 0.1);
-    const auto formula = train::parse_label_smoothing_formula(
-        !o->formula.empty() ? o->formula : trained.value("formula", std::string("uniform")));
-    if (!(eps >= 0 && eps < 1)) throw std::invalid_argument("--label-smoothing must be in [0, 1)");
+    // Without the z-loss (corpus_loss.h).
+    const train::LossOptions loss{
+        o->label_smoothing >= 0 ? o->label_smoothing : trained.value("label_smoothing", 0.1),
+        train::parse_label_smoothing_formula(!o->formula.empty() ? o->formula
+                                                                 : trained.value("formula", std::string("uniform")))};
+    core::throw_if_problems(loss.problems());
 
     o->src = plain_or_gz(o->src);
     o->ref = plain_or_gz(o->ref);
@@ -107,7 +109,7 @@ Runner add_evaluate_command(CLI::App& app, const GlobalOptions& global) {
     const auto kept = data::filter_pairs(src, tgt, filter);
     data::BatchingConfig batching;
     batching.max_tokens = o->max_tokens;
-    const auto l = train::corpus_loss(net, src, tgt, kept.kept, batching, 1, eps, formula, device);
+    const auto l = train::corpus_loss(net, src, tgt, kept.kept, batching, 1, loss);
     const double tokens = static_cast<double>(std::max<int64_t>(l.tokens, 1));
 
     nlohmann::json j = {{"checkpoint", o->checkpoint}, {"src", o->src}, {"ref", o->ref},
@@ -118,7 +120,8 @@ Runner add_evaluate_command(CLI::App& app, const GlobalOptions& global) {
                         {"chrf", scores.chrf}, {"chrf_signature", scores.chrf_signature},
                         {"loss", l.loss / tokens}, {"nll", l.nll / tokens}, {"ppl", std::exp(l.nll / tokens)},
                         {"loss_tokens", l.tokens}, {"loss_pairs", kept.kept.size()},
-                        {"label_smoothing", {{"eps", eps}, {"formula", train::to_string(formula)}}},
+                        {"label_smoothing",
+                         {{"eps", loss.label_smoothing}, {"formula", train::to_string(loss.formula)}}},
                         {"beam", {{"beam", o->beam.beam}, {"lenpen", o->beam.lenpen},
                                   {"max_len_a", o->beam.max_len_a}, {"max_len_b", o->beam.max_len_b}}},
                         {"decode_s", decode_s}, {"sentences_per_s", static_cast<double>(src.size()) / decode_s},
@@ -141,7 +144,8 @@ Runner add_evaluate_command(CLI::App& app, const GlobalOptions& global) {
                 scores.bleu.score, prec.c_str(), scores.bleu.bp, scores.bleu.sys_len, scores.bleu.ref_len);
     std::printf("chrF2|%s = %.2f\n", scores.chrf_signature.c_str(), scores.chrf);
     std::printf("loss %.4f nll %.4f ppl %.3f per target token (label smoothing %g %s; %lld tokens, %zu pairs)\n",
-                l.loss / tokens, l.nll / tokens, std::exp(l.nll / tokens), eps, train::to_string(formula).c_str(),
+                l.loss / tokens, l.nll / tokens, std::exp(l.nll / tokens), loss.label_smoothing,
+                train::to_string(loss.formula).c_str(),
                 static_cast<long long>(l.tokens), kept.kept.size());
     std::printf("decoded %zu sentences in %.2f s (%.1f sentences/s), beam %lld, lenpen %g\n", src.size(), decode_s,
                 static_cast<double>(src.size()) / decode_s, static_cast<long long>(o->beam.beam), o->beam.lenpen);

@@ -24,7 +24,7 @@
 #include "model/init.h"
 #include "model_options.h"
 #include "precision_option.h"
-#include "train/loss.h"
+#include "train/criterion.h"
 
 namespace normlab::app {
 namespace {
@@ -177,10 +177,9 @@ Runner add_hessian_command(CLI::App& app, const GlobalOptions& global) {
     core::throw_if_problems(o->run.problems());
     if (!o->vocab.empty() && !o->vocab_train.empty())
       throw std::invalid_argument("--vocab and --vocab-train exclude each other");
-    if (!(o->label_smoothing >= 0.0 && o->label_smoothing < 1.0))
-      throw std::invalid_argument("--label-smoothing must be in [0, 1), got " + std::to_string(o->label_smoothing));
-    if (!(o->z_loss >= 0.0)) throw std::invalid_argument("--z-loss must be >= 0, got " + std::to_string(o->z_loss));
-    analysis::LossOptions loss{o->label_smoothing, train::parse_label_smoothing_formula(o->ls_formula), o->z_loss};
+    const train::LossOptions loss{o->label_smoothing, train::parse_label_smoothing_formula(o->ls_formula),
+                                  o->z_loss};
+    core::throw_if_problems(loss.problems());
     const auto dtype = parse_dtype(o->dtype);
     auto job = join_job(o->dist, core::resolve_device(global.device));
     const auto device = job.device;

@@ -7,12 +7,12 @@
 #include <torch/torch.h>
 
 #include "commands.h"
+#include "core/problems.h"
 #include "core/runtime.h"
-#include "core/tokens.h"
 #include "data/id_text.h"
 #include "model/checkpoint.h"
 #include "precision_option.h"
-#include "train/loss.h"
+#include "train/criterion.h"
 
 namespace normlab::app {
 
@@ -40,11 +40,9 @@ Runner add_score_command(CLI::App& app, const GlobalOptions& global) {
   add_precision_option(*cmd, o->precision);
   cmd->add_flag("--json", o->json, "print {\"loss\", \"nll\", \"tokens\"} as one JSON line");
   return [o, &global] {
-    const auto formula = train::parse_label_smoothing_formula(o->formula);
-    if (!(o->label_smoothing >= 0.0 && o->label_smoothing < 1.0))
-      throw std::invalid_argument("--label-smoothing must be in [0, 1), got " +
-                                  std::to_string(o->label_smoothing));
-    if (!(o->z_loss >= 0.0)) throw std::invalid_argument("--z-loss must be >= 0, got " + std::to_string(o->z_loss));
+    const train::LossOptions options{o->label_smoothing, train::parse_label_smoothing_formula(o->formula),
+                                     o->z_loss};
+    core::throw_if_problems(options.problems());
     auto loaded = model::load_model(o->checkpoint);
     auto& net = loaded.model;
     const auto& c = net->config();
@@ -61,9 +59,7 @@ Runner add_score_command(CLI::App& app, const GlobalOptions& global) {
     for (size_t begin = 0; begin < n; begin += static_cast<size_t>(o->batch_sentences)) {
       const auto end = std::min(n, begin + static_cast<size_t>(o->batch_sentences));
       auto batch = data::make_batch(pairs.src, pairs.tgt, begin, end);
-      auto logits = net->forward(batch.src.to(device), batch.prev_output_tokens.to(device));
-      auto sums = train::label_smoothed_nll(logits, batch.target.to(device), o->label_smoothing,
-                                            formula, kPad, o->z_loss);
+      const auto sums = train::loss(net, batch, options).sums;
       if (grads) sums.loss.backward();
       loss += sums.loss.item<double>();
       nll += sums.nll.item<double>();

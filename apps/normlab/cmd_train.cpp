@@ -129,9 +129,9 @@ Runner add_train_command(CLI::App& app, const GlobalOptions& global) {
       ->capture_default_str()->group(opt);
   cmd->add_option("--clip-norm", c.clip_norm, "clip the gradient's 2-norm (0: off)")
       ->capture_default_str()->group(opt);
-  cmd->add_option("--label-smoothing", c.label_smoothing, "eps")->capture_default_str()->group(opt);
+  cmd->add_option("--label-smoothing", c.loss.label_smoothing, "eps")->capture_default_str()->group(opt);
   cmd->add_option("--ls-formula", o->ls_formula, "uniform|exclusive")->capture_default_str()->group(opt);
-  cmd->add_option("--z-loss", c.z_loss,
+  cmd->add_option("--z-loss", c.loss.z_loss,
                   "C: add C (log Z)^2 per target token to the training loss (PaLM's z-loss; 1e-4 there), "
                   "and to the curvature series' loss")
       ->capture_default_str()->group(opt);
@@ -238,14 +238,13 @@ Runner add_train_command(CLI::App& app, const GlobalOptions& global) {
     if (o->curvature && c.curvature.every == 0) c.curvature.every = train::CurvatureConfig::kDefaultEvery;
     c.schedule.kind = train::parse_schedule_kind(o->schedule);
     c.schedule.max_steps = c.max_steps;
-    c.ls_formula = train::parse_label_smoothing_formula(o->ls_formula);
+    c.loss.formula = train::parse_label_smoothing_formula(o->ls_formula);
     c.best_metric = train::parse_best_metric(o->best_metric);
     const auto device = core::resolve_device(global.device);
     c.precision = model::parse_precision(o->precision, device);  // auto: resolved here, recorded in config.json
     warn_if_emulated(c.precision, device);
     ValidationBleu bleu(o->beam, c.batching.max_tokens > 0 ? c.batching.max_tokens : 4096);
     auto job = join_job(o->dist, device);
-    const analysis::LossOptions loss{c.label_smoothing, c.ls_formula, c.z_loss};
     // The run's instruments, in the order the trainer calls them (docs/architecture.md).
     train::TrainCallbacks callbacks;
     auto add = [&](std::unique_ptr<train::TrainCallback> cb) {
@@ -253,7 +252,7 @@ Runner add_train_command(CLI::App& app, const GlobalOptions& global) {
     };
     add(analysis::logit_trace_callback(c.trace.logits));
     add(analysis::trace_callback(c.trace));
-    add(analysis::curvature_callback(c.curvature, loss));
+    add(analysis::curvature_callback(c.curvature, c.loss));
     add(std::make_unique<train::BleuValidation>(bleu, c.eval_bleu));
     const auto result = train::train(c, std::move(callbacks), job.device, job.group);
     if (result.diverged && c.fail_on_divergence)

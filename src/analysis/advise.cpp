@@ -93,7 +93,7 @@ nlohmann::json run_advise(const AdviseConfig& c) {
     const model::ProfileBatch profile{batches.front().src, batches.front().prev_output_tokens};
     model::initialize(net, seed, &profile);
     // Dropout off (FullDataHessian sets eval mode), the training loss.
-    FullDataHessian h(net, std::move(batches), LossOptions{c.label_smoothing}, ".*", torch::kCPU);
+    FullDataHessian h(net, std::move(batches), train::LossOptions{c.label_smoothing}, ".*", torch::kCPU);
     const auto gradient = h.gradient().first.clone();
     const auto grads = parameter_views(h, gradient);
     const LinearOperator hvp = [&](const torch::Tensor& v) { return h.hvp(v); };

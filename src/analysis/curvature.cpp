@@ -148,7 +148,7 @@ double first_step_preconditioned_sharpness(const FullDataHessian& h, const train
 }
 
 CurvatureSeries::CurvatureSeries(const train::CurvatureConfig& config, model::Seq2Seq net,
-                                 std::vector<data::Batch> probe, const LossOptions& loss,
+                                 std::vector<data::Batch> probe, const train::LossOptions& loss,
                                  const torch::Device& device, std::string file, int64_t done_updates, bool writes,
                                  core::ProcessGroup group)
     : config_(config), net_(std::move(net)), probe_(std::move(probe)), loss_(loss), device_(device),
@@ -244,7 +244,7 @@ namespace {
 
 class CurvatureCallback final : public train::TrainCallback {
  public:
-  CurvatureCallback(train::CurvatureConfig config, LossOptions loss) : config_(std::move(config)), loss_(loss) {}
+  CurvatureCallback(train::CurvatureConfig config, train::LossOptions loss) : config_(std::move(config)), loss_(loss) {}
   void train_begins(const train::RunContext& run) override {
     const auto& c = run.config;
     const auto n = std::min<size_t>(static_cast<size_t>(config_.sentences), run.valid.kept.size());
@@ -269,14 +269,15 @@ class CurvatureCallback final : public train::TrainCallback {
 
  private:
   train::CurvatureConfig config_;
-  LossOptions loss_;
+  train::LossOptions loss_;
   train::ScheduleConfig schedule_;
   std::unique_ptr<CurvatureSeries> series_;
 };
 
 }  // namespace
 
-std::unique_ptr<train::TrainCallback> curvature_callback(const train::CurvatureConfig& config, const LossOptions& loss) {
+std::unique_ptr<train::TrainCallback> curvature_callback(const train::CurvatureConfig& config,
+                                                          const train::LossOptions& loss) {
   return config.every > 0 ? std::make_unique<CurvatureCallback>(config, loss) : nullptr;
 }
 

@@ -70,7 +70,7 @@ class CurvatureSeries final {
   // `probe`: the probe set's batches; `file`: RUN_DIR/curvature.jsonl, whose records after
   // `done_updates` are dropped (a resumed run writes them again); only `writes` writes it.
   CurvatureSeries(const train::CurvatureConfig& config, model::Seq2Seq net, std::vector<data::Batch> probe,
-                  const LossOptions& loss, const torch::Device& device, std::string file, int64_t done_updates,
+                  const train::LossOptions& loss, const torch::Device& device, std::string file, int64_t done_updates,
                   bool writes, core::ProcessGroup group);
   void measure(int64_t update, double next_lr, const train::Optimizer& optimizer);
   std::map<std::string, torch::Tensor> state() const;
@@ -80,7 +80,7 @@ class CurvatureSeries final {
   train::CurvatureConfig config_;
   model::Seq2Seq net_;
   std::vector<data::Batch> probe_;
-  LossOptions loss_;
+  train::LossOptions loss_;
   torch::Device device_;
   std::string file_;
   bool writes_;
@@ -91,6 +91,7 @@ class CurvatureSeries final {
 // --curvature-every as a training callback (train/callback.h): the probe set is the first
 // config.sentences validation pairs, batched as validation batches them; measured at update 0
 // and after every config.every-th update into RUN_DIR/curvature.jsonl. Nothing when every is 0.
-std::unique_ptr<train::TrainCallback> curvature_callback(const train::CurvatureConfig& config, const LossOptions& loss);
+std::unique_ptr<train::TrainCallback> curvature_callback(const train::CurvatureConfig& config,
+                                                          const train::LossOptions& loss);
 
 }  // namespace normlab::analysis

@@ -5,13 +5,12 @@
 
 #include <torch/torch.h>
 
-#include "core/tokens.h"
 #include "data/batching.h"
 
 namespace normlab::analysis {
 
 FullDataHessian::FullDataHessian(model::Seq2Seq model, std::vector<data::Batch> batches,
-                                 const LossOptions& loss, const std::string& params_regex,
+                                 const train::LossOptions& loss, const std::string& params_regex,
                                  const torch::Device& device, bool keep_graphs, core::ProcessGroup group)
     : model_(std::move(model)), group_(std::move(group)), loss_(loss), device_(device), keep_graphs_(keep_graphs) {
   TORCH_CHECK(model_->precision() == model::Precision::kFp32,
@@ -53,8 +52,7 @@ FullDataHessian::FullDataHessian(model::Seq2Seq model, std::vector<data::Batch> 
 torch::Dtype FullDataHessian::dtype() const { return params_.front().second.scalar_type(); }
 
 torch::Tensor FullDataHessian::batch_loss(const data::Batch& b) const {
-  auto logits = model_->forward(b.src, b.prev_output_tokens);  // (B,T,V)
-  auto sums = train::label_smoothed_nll(logits, b.target, loss_.label_smoothing, loss_.formula, kPad, loss_.z_loss);
+  const auto sums = train::loss(model_, b, loss_).sums;
   // This batch's share of the full-data mean: dividing the scalar here (not the (n) result at
   // the end) costs nothing, and sum_b d²(loss_b / N) = H.
   return sums.loss / static_cast<double>(tokens_);

@@ -1,6 +1,6 @@
 // Exact full-data Hessian-vector products of the training loss by double back-propagation
-// (Pearlmutter 1994; REFERENCE §4): Hv = d/dθ (g(θ) · v), with the loss the label-smoothed
-// cross entropy averaged over ALL target tokens of the data set, dropout off.
+// (Pearlmutter 1994; REFERENCE §4): Hv = d/dθ (g(θ) · v), with the loss the criterion's
+// (train/criterion.h) averaged over ALL target tokens of the data set, dropout off.
 #pragma once
 
 #include <cstdint>
@@ -14,18 +14,12 @@
 #include "core/process_group.h"
 #include "data/batch.h"
 #include "model/seq2seq.h"
-#include "train/loss.h"
+#include "train/criterion.h"
 
 namespace normlab::analysis {
 
 // A symmetric operator on flat vectors (n) -> (n); the algorithms below see nothing else.
 using LinearOperator = std::function<torch::Tensor(const torch::Tensor&)>;
-
-struct LossOptions {
-  double label_smoothing = 0.1;
-  train::LabelSmoothingFormula formula = train::LabelSmoothingFormula::kUniform;
-  double z_loss = 0.0;  // train/loss.h
-};
 
 class FullDataHessian {
  public:
@@ -38,7 +32,7 @@ class FullDataHessian {
   // single-batch mode keeps its one graph the same way); memory: all batches' graphs at once.
   // With several ranks in `group`, every rank is given the whole set's batches, keeps every
   // WORLD_SIZE-th, and each product and gradient is the all-reduced sum: the same on every rank.
-  FullDataHessian(model::Seq2Seq model, std::vector<data::Batch> batches, const LossOptions& loss,
+  FullDataHessian(model::Seq2Seq model, std::vector<data::Batch> batches, const train::LossOptions& loss,
                   const std::string& params_regex, const torch::Device& device, bool keep_graphs = false,
                   core::ProcessGroup group = core::ProcessGroup());
 
@@ -78,7 +72,7 @@ class FullDataHessian {
   mutable model::Seq2Seq model_;  // forward() is not const
   std::vector<data::Batch> batches_;  // this rank's share
   mutable core::ProcessGroup group_;
-  LossOptions loss_;
+  train::LossOptions loss_;
   torch::Device device_;
   std::vector<std::pair<std::string, torch::Tensor>> params_;
   std::vector<torch::Tensor> inputs_;  // params_'s tensors, as autograd::grad takes them

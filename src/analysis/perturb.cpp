@@ -11,10 +11,9 @@
 #include "analysis/sites.h"
 #include "core/file_io.h"
 #include "core/problems.h"
-#include "core/tokens.h"
 #include "model/init.h"
 #include "model/seq2seq.h"
-#include "train/loss.h"
+#include "train/criterion.h"
 #include "train/optimizer.h"
 
 namespace normlab::analysis {
@@ -63,9 +62,7 @@ void perturb_weights(model::Seq2Seq& net, const PerturbConfig& c, const data::Ba
   adam.kind = train::OptimizerKind::kAdam;  // betas (0.9, 0.98), eps 1e-8 (REFERENCE §2)
   train::Optimizer optimizer(matrices, adam);
   net->zero_grad();
-  auto logits = net->forward(first.src, first.prev_output_tokens);
-  auto s = train::label_smoothed_nll(logits, first.target, c.label_smoothing,
-                                     train::LabelSmoothingFormula::kUniform, kPad);
+  const auto s = train::loss(net, first, train::LossOptions{c.label_smoothing}).sums;
   (s.loss / static_cast<double>(s.tokens)).backward();
   optimizer.step(c.lr);
 }

@@ -27,7 +27,7 @@
 #include "data/vocab.h"
 #include "model/init.h"
 #include "model/seq2seq.h"
-#include "train/loss.h"
+#include "train/criterion.h"
 
 namespace normlab::analysis {
 namespace {
@@ -175,8 +175,7 @@ torch::Tensor batch_loss(model::Seq2Seq& net, const ProbeBatch& b, double eps) {
     auto s = train::label_smoothed_nll(logits, b.target, 0.0, train::LabelSmoothingFormula::kUniform, kPad);
     return s.loss / static_cast<double>(s.tokens);
   }
-  auto logits = net->forward(b.tokens.src, b.tokens.prev_output_tokens);
-  auto s = train::label_smoothed_nll(logits, b.tokens.target, eps, train::LabelSmoothingFormula::kUniform, kPad);
+  const auto s = train::loss(net, b.tokens, train::LossOptions{eps}).sums;
   return s.loss / static_cast<double>(s.tokens);
 }
 
@@ -522,7 +521,7 @@ void write_critical_lr(const ProbeConfig& c, const nlohmann::json& config_json, 
       const uint64_t seed = c.seed + static_cast<uint64_t>(s);
       auto batches = source.batches(seed, c.batches);
       auto net = fresh_model(c, m, seed, {batches.front(), {}, {}});
-      FullDataHessian h(net, std::move(batches), LossOptions{c.label_smoothing}, ".*", torch::kCPU);
+      FullDataHessian h(net, std::move(batches), train::LossOptions{c.label_smoothing}, ".*", torch::kCPU);
       const auto gradient = h.gradient().first.clone();
       const auto grads = parameter_views(h, gradient);
       const auto loss = [&] { return h.loss(); };

@@ -5,11 +5,9 @@
 #include <cstdint>
 #include <vector>
 
-#include <c10/core/Device.h>
-
 #include "data/batching.h"
 #include "model/seq2seq.h"
-#include "train/loss.h"
+#include "train/criterion.h"
 
 namespace normlab::train {
 
@@ -19,11 +17,13 @@ struct CorpusLoss {
 };
 
 // Pairs `indices` of (src, tgt), batched by `batching` (seed 0 order; the sum does not depend
-// on it beyond float rounding), in evaluation mode without autograd; the model's mode is
-// restored afterwards. Only the batches `shard` owns (one rank's share; the caller sums them).
+// on it beyond float rounding), in evaluation mode without autograd, on the model's device; the
+// model's mode is restored afterwards. Only the batches `shard` owns (one rank's share; the
+// caller sums them). The loss is criterion.h's without the z-loss whatever options.z_loss says:
+// the z-loss is a training regulariser, and without it validation losses compare across runs.
 CorpusLoss corpus_loss(model::Seq2Seq& model, const std::vector<data::Sentence>& src,
                        const std::vector<data::Sentence>& tgt, const std::vector<int64_t>& indices,
-                       const data::BatchingConfig& batching, uint64_t seed, double eps,
-                       LabelSmoothingFormula formula, const c10::Device& device, const data::Shard& shard = {});
+                       const data::BatchingConfig& batching, uint64_t seed, const LossOptions& options,
+                       const data::Shard& shard = {});
 
 }  // namespace normlab::train

@@ -44,8 +44,7 @@ std::vector<std::string> TrainConfig::problems() const {
   if (save_interval_updates < 0) out.push_back("--save-interval-updates must be >= 0");
   if (keep_last < 0) out.push_back("--keep-last must be >= 0");
   if (clip_norm < 0) out.push_back("--clip-norm must be >= 0");
-  if (!(label_smoothing >= 0 && label_smoothing < 1)) out.push_back("--label-smoothing must be in [0, 1)");
-  if (!(z_loss >= 0)) out.push_back("--z-loss must be >= 0, got " + std::to_string(z_loss));
+  for (auto& p : loss.problems()) out.push_back(p);
   for (auto& p : vocab.validate()) out.push_back(p);
   for (auto& p : batching.validate()) out.push_back(p);
   for (auto& p : optimizer.problems()) out.push_back(p);
@@ -82,9 +81,9 @@ void to_json(nlohmann::json& j, const TrainConfig& c) {
        {"optimizer", c.optimizer},
        {"schedule", c.schedule},
        {"loss",
-        {{"label_smoothing", c.label_smoothing},
-         {"formula", to_string(c.ls_formula)},
-         {"z_loss", c.z_loss},
+        {{"label_smoothing", c.loss.label_smoothing},
+         {"formula", to_string(c.loss.formula)},
+         {"z_loss", c.loss.z_loss},
          {"clip_norm", c.clip_norm}}},
        {"seed", c.seed},
        {"limits", {{"max_epochs", c.max_epochs}, {"max_steps", c.max_steps}, {"stop_time_hours", c.stop_time_hours}}},

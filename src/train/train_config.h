@@ -15,7 +15,7 @@
 #include "model/stacking.h"
 #include "train/grad_reducer.h"
 #include "train/instrument_config.h"
-#include "train/loss.h"
+#include "train/criterion.h"
 #include "train/loss_scaler.h"
 #include "train/optimizer.h"
 #include "train/schedule.h"
@@ -58,9 +58,7 @@ struct TrainConfig {
   OptimizerConfig optimizer;
   ScheduleConfig schedule;
   double clip_norm = 0.0;            // 0: no clipping (the norm is still logged)
-  double label_smoothing = 0.1;
-  LabelSmoothingFormula ls_formula = LabelSmoothingFormula::kUniform;
-  double z_loss = 0.0;  // coefficient of the z-loss in the training loss (loss.h); 0: none
+  LossOptions loss;                  // --label-smoothing, --ls-formula, --z-loss (criterion.h)
   // Limits: training stops at whichever comes first; at least one must be set.
   int64_t max_epochs = 0;
   int64_t max_steps = 0;

@@ -9,7 +9,6 @@
 #include <torch/torch.h>
 
 #include "core/problems.h"
-#include "core/tokens.h"
 #include "train/checkpoint_names.h"
 #include "train/corpus_loss.h"
 #include "train/records.h"
@@ -106,13 +105,12 @@ Sums Trainer::forward_backward(const BatchOrder& batches) {
     if (j == last) dp_.reducer().arm();  // this backward's hooks start the gradient all-reduce
     const auto b = gather(train_, batches[static_cast<size_t>(pos_.next_batch + j)]);
     each([&](TrainCallback& cb) { cb.batch_ready(b); });
-    auto logits = net_->forward(b.src.to(device_), b.prev_output_tokens.to(device_));
-    auto s = label_smoothed_nll(logits, b.target.to(device_), c_.label_smoothing, c_.ls_formula, kPad, c_.z_loss);
-    each([&](TrainCallback& cb) { cb.output_ready(logits, b.target); });
-    scaled_->backward(s.loss);
-    sums.loss += s.loss.item<double>();
-    sums.nll += s.nll.item<double>();
-    sums.tokens += s.tokens;
+    const auto l = loss(net_, b, c_.loss);
+    each([&](TrainCallback& cb) { cb.output_ready(l.logits, b.target); });
+    scaled_->backward(l.sums.loss);
+    sums.loss += l.sums.loss.item<double>();
+    sums.nll += l.sums.nll.item<double>();
+    sums.tokens += l.sums.tokens;
   }
   pos_.next_batch += span;
   return sums;
@@ -152,8 +150,7 @@ void Trainer::validate_and_save(bool end_of_epoch) {
 
 // Every rank takes every WORLD_SIZE-th batch of the corpus; the sums are all ranks'.
 Sums Trainer::validate(const Corpus& corpus) {
-  const auto l = corpus_loss(net_, corpus.src, corpus.tgt, corpus.kept, c_.batching, c_.seed, c_.label_smoothing,
-                             c_.ls_formula, device_, dp_.shard());
+  const auto l = corpus_loss(net_, corpus.src, corpus.tgt, corpus.kept, c_.batching, c_.seed, c_.loss, dp_.shard());
   return dp_.all_reduced({l.loss, l.nll, l.tokens});
 }
 

@@ -41,7 +41,7 @@ torch::Tensor expected_preconditioner(const train::Optimizer& opt, const FullDat
 TEST(Curvature, PreconditionedSharpnessIsTheTopEigenvalueOfPInverseH) {
   torch::set_num_threads(1);
   auto net = tiny_model();
-  FullDataHessian h(net, tiny_batches(3), LossOptions{}, ".*", torch::kCPU);
+  FullDataHessian h(net, tiny_batches(3), train::LossOptions{}, ".*", torch::kCPU);
   // An AdamW state from three updates at lr 0 (the parameters, and so H, do not move).
   train::NamedTensors named;
   for (const auto& p : net->named_parameters()) named.emplace_back(p.key(), p.value());

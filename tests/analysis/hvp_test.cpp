@@ -94,13 +94,13 @@ TEST_F(TinyHessian, MatchesCentralDifferencesOfGradients) {
 // match central differences of gradients, and differ from those without it.
 TEST(HessianOfZLoss, MatchesCentralDifferencesAndChangesTheProduct) {
   torch::manual_seed(11);
-  FullDataHessian with(tiny_model(), tiny_batches(2), LossOptions{0.1, train::LabelSmoothingFormula::kUniform, 0.5},
-                       ".*", torch::kCPU);
+  FullDataHessian with(tiny_model(), tiny_batches(2),
+                       train::LossOptions{0.1, train::LabelSmoothingFormula::kUniform, 0.5}, ".*", torch::kCPU);
   torch::manual_seed(11);
   const auto [error, hv] = central_difference_error(with);
   EXPECT_LT(error, 1e-7);
   torch::manual_seed(11);
-  FullDataHessian without(tiny_model(), tiny_batches(2), LossOptions{}, ".*", torch::kCPU);
+  FullDataHessian without(tiny_model(), tiny_batches(2), train::LossOptions{}, ".*", torch::kCPU);
   torch::manual_seed(11);
   const auto [error0, hv0] = central_difference_error(without);
   EXPECT_GT((hv - hv0).norm().item<double>(), 1e-3 * hv0.norm().item<double>());

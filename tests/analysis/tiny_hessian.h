@@ -42,7 +42,8 @@ inline std::vector<data::Batch> tiny_batches(size_t per_batch) {
 }
 
 inline FullDataHessian tiny_hessian(size_t per_batch, const std::string& params = ".*", bool keep_graphs = false) {
-  return FullDataHessian(tiny_model(), tiny_batches(per_batch), LossOptions{}, params, torch::kCPU, keep_graphs);
+  return FullDataHessian(tiny_model(), tiny_batches(per_batch), train::LossOptions{}, params, torch::kCPU,
+                         keep_graphs);
 }
 
 // Rows `rows` of the Hessian, each from the HVP of a unit vector: row i = H e_i = column i.

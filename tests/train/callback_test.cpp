@@ -94,7 +94,7 @@ TrainConfig tiny_run(const std::string& prefix, const std::string& out) {
   c.model.encoder_layers = c.model.decoder_layers = 1;
   c.max_steps = 3;
   c.log_interval = 1;
-  c.label_smoothing = kEps;
+  c.loss.label_smoothing = kEps;
   return c;
 }
 
