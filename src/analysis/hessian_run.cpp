@@ -126,6 +126,56 @@ std::vector<std::string> HessianRunConfig::problems() const {
   return p;
 }
 
+namespace {
+
+// The spectral density of the probes' quadratures into OUT/density.csv; returns its variance.
+double write_density(const std::vector<Quadrature>& quadratures, const HessianRunConfig& c) {
+  const auto density = spectral_density(quadratures, c.density);
+  std::string csv = "lambda,density\n";
+  for (size_t i = 0; i < density.grid.size(); ++i)
+    csv += csv_number(density.grid[i]) + "," + csv_number(density.density[i]) + "\n";
+  if (c.writes) core::write_file_atomic((fs::path(c.out) / "density.csv").string(), csv);
+  return density.variance;
+}
+
+// --per-block: each parameter block's extreme eigenvalues into OUT/per_block.csv; returns the HVPs made.
+int64_t write_per_block(const FullDataHessian& h, const HessianRunConfig& c, std::ostream& say) {
+  int64_t hvps = 0;
+  std::string table = "block,params,lambda_max,lambda_min\n";
+  const LinearOperator hvp = [&](const torch::Tensor& v) { return h.hvp(v); };
+  for (const auto& block : parameter_blocks(h, parameter_block)) {
+    const auto e = block_spectrum(hvp, h.dim(), block, c.per_block_steps, c.seed, h.dtype());
+    say << "normlab hessian: block " << block.name << " (" << block.size << " parameters) lambda_max "
+        << e.nodes.back() << "\n";
+    table += block.name + "," + std::to_string(block.size) + "," + csv_number(e.nodes.back()) + "," +
+             csv_number(e.nodes.front()) + "\n";
+    hvps += std::min(c.per_block_steps, block.size);
+  }
+  if (c.writes) core::write_file_atomic((fs::path(c.out) / "per_block.csv").string(), table);
+  return hvps;
+}
+
+// hessian.json's "config": the model's resolved options and this run's.
+nlohmann::json run_config(const nlohmann::json& resolved, const HessianRunConfig& c) {
+  auto j = resolved;
+  j["steps"] = c.steps;
+  j["probes"] = c.probes;
+  j["top_k"] = c.top_k;
+  j["trace_samples"] = c.trace_samples;
+  j["bins"] = c.density.bins;
+  j["sigma"] = c.density.sigma_squared;
+  j["power"] = c.power;
+  j["power_iters"] = c.power_iterations;
+  j["power_tol"] = c.power_tol;
+  j["per_block"] = c.per_block;
+  j["per_block_steps"] = c.per_block_steps;
+  j["seed"] = c.seed;
+  j["save_every"] = c.save_every;
+  return j;
+}
+
+}  // namespace
+
 nlohmann::json run_hessian(const FullDataHessian& h, const HessianRunConfig& c,
                            const nlohmann::json& resolved) {
   const auto t0 = Clock::now();
@@ -212,46 +262,15 @@ nlohmann::json run_hessian(const FullDataHessian& h, const HessianRunConfig& c,
     result["power"] = {{"eigenvalue", pw.eigenvalue}, {"iterations", pw.iterations}, {"converged", pw.converged}};
   }
 
-  const auto density = spectral_density(quadratures, c.density);
-  std::string csv = "lambda,density\n";
-  for (size_t i = 0; i < density.grid.size(); ++i)
-    csv += csv_number(density.grid[i]) + "," + csv_number(density.density[i]) + "\n";
-  if (c.writes) core::write_file_atomic((out / "density.csv").string(), csv);
-  result["density_variance"] = density.variance;
-
-  if (c.per_block) {
-    std::string table = "block,params,lambda_max,lambda_min\n";
-    const LinearOperator hvp = [&](const torch::Tensor& v) { return h.hvp(v); };
-    for (const auto& block : parameter_blocks(h, parameter_block)) {
-      const auto e = block_spectrum(hvp, h.dim(), block, c.per_block_steps, c.seed, h.dtype());
-      say << "normlab hessian: block " << block.name << " (" << block.size << " parameters) lambda_max "
-                << e.nodes.back() << "\n";
-      table += block.name + "," + std::to_string(block.size) + "," + csv_number(e.nodes.back()) + "," +
-               csv_number(e.nodes.front()) + "\n";
-      hvps += std::min(c.per_block_steps, block.size);
-    }
-    if (c.writes) core::write_file_atomic((out / "per_block.csv").string(), table);
-  }
+  result["density_variance"] = write_density(quadratures, c);
+  if (c.per_block) hvps += write_per_block(h, c, say);
 
   result["parameters"] = n;
   result["sentences"] = h.sentences();
   result["tokens"] = h.tokens();
   result["hvps_this_run"] = hvps;
   result["wall_s"] = p.wall_s + seconds_since(t0);
-  result["config"] = resolved;
-  result["config"]["steps"] = c.steps;
-  result["config"]["probes"] = c.probes;
-  result["config"]["top_k"] = c.top_k;
-  result["config"]["trace_samples"] = c.trace_samples;
-  result["config"]["bins"] = c.density.bins;
-  result["config"]["sigma"] = c.density.sigma_squared;
-  result["config"]["power"] = c.power;
-  result["config"]["power_iters"] = c.power_iterations;
-  result["config"]["power_tol"] = c.power_tol;
-  result["config"]["per_block"] = c.per_block;
-  result["config"]["per_block_steps"] = c.per_block_steps;
-  result["config"]["seed"] = c.seed;
-  result["config"]["save_every"] = c.save_every;
+  result["config"] = run_config(resolved, c);
   if (c.writes) core::write_file_atomic((out / "hessian.json").string(), result.dump(2) + "\n");
   say << "normlab hessian: lambda_max " << lambda_max << "  lambda_min " << lambda_min
             << "  trace " << trace.trace << " +- " << trace.standard_error << "  (" << result["wall_s"]

@@ -565,10 +565,8 @@ void write_critical_lr(const ProbeConfig& c, const nlohmann::json& config_json, 
 
 }  // namespace
 
-std::vector<std::string> ProbeConfig::problems() const {
+std::vector<std::string> ProbeConfig::scheme_problems() const {
   std::vector<std::string> p;
-  if (out.empty()) p.push_back("--out is required");
-  if (schemes.empty()) p.push_back("--schemes is empty");
   for (const auto& s : schemes) {
     try {
       const auto settings = overrides.apply(model::scheme_by_name(s));
@@ -581,26 +579,46 @@ std::vector<std::string> ProbeConfig::problems() const {
       p.push_back(e.what());
     }
   }
+  return p;
+}
+
+std::vector<std::string> ProbeConfig::sweep_problems() const {
+  std::vector<std::string> p;
+  if (sweep_layers.empty() && sweep_d.empty()) p.push_back("--sweep needs --sweep-layers or --sweep-d");
+  for (auto l : sweep_layers)
+    if (l < 1) p.push_back("--sweep-layers: every depth must be >= 1, got " + std::to_string(l));
+  for (auto d : sweep_d)
+    if (d < 4 || d % 2) p.push_back("--sweep-d: every width must be even and >= 4, got " + std::to_string(d));
+  return p;
+}
+
+std::vector<std::string> ProbeConfig::critical_lr_problems() const {
+  std::vector<std::string> p;
+  if (sweep || analysis_setting)
+    p.push_back("--critical-lr runs on the full model's loss: not with --sweep or --analysis-setting");
+  if (!(critical_lr_lo > 0 && critical_lr_hi > critical_lr_lo))
+    p.push_back("--critical-lr-range: need 0 < LO < HI");
+  if (!(critical_lr_tol > 0)) p.push_back("--critical-lr-tol must be > 0");
+  if (lanczos_steps < 1) p.push_back("--lanczos-steps must be >= 1");
+  if (precision != model::Precision::kFp32)
+    p.push_back("--critical-lr measures curvature: it runs in fp32 (REFERENCE §7)");
+  return p;
+}
+
+std::vector<std::string> ProbeConfig::problems() const {
+  std::vector<std::string> p;
+  if (out.empty()) p.push_back("--out is required");
+  if (schemes.empty()) p.push_back("--schemes is empty");
+  for (auto& q : scheme_problems()) p.push_back(q);
   if (seeds < 1) p.push_back("--seeds must be >= 1, got " + std::to_string(seeds));
   if (batches < 1) p.push_back("--batches must be >= 1, got " + std::to_string(batches));
   if (power_iterations < 1) p.push_back("--power-iterations must be >= 1");
   if (jacobian_tokens < 1) p.push_back("--jacobian-tokens must be >= 1");
   if (!(label_smoothing >= 0 && label_smoothing < 1)) p.push_back("--label-smoothing must be in [0, 1)");
-  if (sweep) {
-    if (sweep_layers.empty() && sweep_d.empty()) p.push_back("--sweep needs --sweep-layers or --sweep-d");
-    for (auto l : sweep_layers)
-      if (l < 1) p.push_back("--sweep-layers: every depth must be >= 1, got " + std::to_string(l));
-    for (auto d : sweep_d)
-      if (d < 4 || d % 2) p.push_back("--sweep-d: every width must be even and >= 4, got " + std::to_string(d));
-  }
-  if (critical_lr && (sweep || analysis_setting))
-    p.push_back("--critical-lr runs on the full model's loss: not with --sweep or --analysis-setting");
-  if (critical_lr && !(critical_lr_lo > 0 && critical_lr_hi > critical_lr_lo))
-    p.push_back("--critical-lr-range: need 0 < LO < HI");
-  if (critical_lr && !(critical_lr_tol > 0)) p.push_back("--critical-lr-tol must be > 0");
-  if (critical_lr && lanczos_steps < 1) p.push_back("--lanczos-steps must be >= 1");
-  if (critical_lr && precision != model::Precision::kFp32)
-    p.push_back("--critical-lr measures curvature: it runs in fp32 (REFERENCE §7)");
+  if (sweep)
+    for (auto& q : sweep_problems()) p.push_back(q);
+  if (critical_lr)
+    for (auto& q : critical_lr_problems()) p.push_back(q);
   if ((analysis_setting || sweep) && !inputs.train_prefix.empty())
     p.push_back("--train: the analysis setting (and --sweep) feeds Gaussian inputs, not a corpus");
   for (auto& q : inputs.problems()) p.push_back(q);

@@ -54,6 +54,11 @@ struct ProbeConfig {
   int64_t lanczos_steps = 20;
 
   std::vector<std::string> problems() const;  // every problem, naming the option
+
+ private:
+  std::vector<std::string> scheme_problems() const;       // --schemes with the overrides
+  std::vector<std::string> sweep_problems() const;        // --sweep's depths and widths
+  std::vector<std::string> critical_lr_problems() const;  // --critical-lr's options
 };
 
 // Runs the probe (or the sweep, or --critical-lr) and writes the files above; a summary goes to
