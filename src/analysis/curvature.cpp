@@ -13,6 +13,7 @@
 #include "analysis/hessian_blocks.h"
 #include "core/file_io.h"
 #include "data/batching.h"
+#include "train/run_dir.h"
 #include "train/schedule.h"
 
 namespace normlab::analysis {
@@ -24,18 +25,6 @@ constexpr uint64_t kStartSeed = 20211007;  // the first measurement's Rademacher
 
 // JSON has no infinity: an infinite threshold (lr = 0) is written as null.
 nlohmann::json finite_or_null(double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(); }
-
-// Keeps the records of updates <= `update` (a resumed run writes the later ones again). Atomic.
-void truncate_records(const std::string& file, int64_t update) {
-  if (!std::filesystem::exists(file)) return;
-  std::ifstream in(file);
-  std::string kept;
-  for (std::string line; std::getline(in, line);) {
-    auto j = nlohmann::json::parse(line, nullptr, false);
-    if (!j.is_discarded() && j.value("step", int64_t{0}) <= update) kept += line + "\n";
-  }
-  core::write_file_atomic(file, kept);
-}
 
 }  // namespace
 
@@ -153,7 +142,9 @@ CurvatureSeries::CurvatureSeries(const train::CurvatureConfig& config, model::Se
                                  core::ProcessGroup group)
     : config_(config), net_(std::move(net)), probe_(std::move(probe)), loss_(loss), device_(device),
       file_(std::move(file)), writes_(writes), group_(std::move(group)) {
-  if (writes_) truncate_records(file_, done_updates);
+  // A resumed run writes the records after its checkpoint's update again.
+  if (writes_)
+    train::keep_records(file_, [&](const nlohmann::json& j) { return j.value("step", int64_t{0}) <= done_updates; });
 }
 
 void CurvatureSeries::measure(int64_t update, double next_lr, const train::Optimizer& optimizer) {

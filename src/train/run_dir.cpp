@@ -34,20 +34,22 @@ void RunDir::record(const nlohmann::json& j) {
   if (!out.flush()) throw std::runtime_error("cannot append to " + file.string());
 }
 
-void RunDir::cut_records(int64_t update, int64_t epoch) const {
-  const auto file = dir_ / "metrics.jsonl";
+void keep_records(const fs::path& file, const std::function<bool(const nlohmann::json&)>& keep) {
   if (!fs::exists(file)) return;
   std::ifstream in(file);
   std::string kept;
   for (std::string line; std::getline(in, line);) {
-    if (line.empty()) continue;
-    auto j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_discarded()) continue;  // a line cut by the kill
-    if (j.value("step", int64_t{0}) > update) continue;
-    if (j.contains("valid_loss") && !j.value("mid_epoch", false) && j.value("epoch", int64_t{0}) >= epoch) continue;
-    kept += line + "\n";
+    const auto j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_object() && keep(j)) kept += line + "\n";
   }
   core::write_file_atomic(file.string(), kept);
+}
+
+void RunDir::cut_records(int64_t update, int64_t epoch) const {
+  keep_records(dir_ / "metrics.jsonl", [&](const nlohmann::json& j) {
+    if (j.value("step", int64_t{0}) > update) return false;
+    return !(j.contains("valid_loss") && !j.value("mid_epoch", false) && j.value("epoch", int64_t{0}) >= epoch);
+  });
 }
 
 void RunDir::write_config(const nlohmann::json& config) const {

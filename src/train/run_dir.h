@@ -10,6 +10,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <optional>
 #include <string>
@@ -21,6 +22,11 @@
 #include "model/checkpoint.h"
 
 namespace normlab::train {
+
+// Keeps the records of the JSON-lines file that `keep` accepts, dropping every line that is not
+// a JSON object (a line cut by a kill). Atomic; nothing when the file does not exist. What a
+// resumed run does to metrics.jsonl (RunDir::cut_records) and to curvature.jsonl.
+void keep_records(const std::filesystem::path& file, const std::function<bool(const nlohmann::json&)>& keep);
 
 class RunDir {
  public:
