@@ -108,7 +108,7 @@ Runner add_train_command(CLI::App& app, const GlobalOptions& global) {
       ->capture_default_str()->group(grow);
   add_precision_option(*cmd, o->precision);
 
-  cmd->add_option("--optimizer", o->optimizer, "sgd|adam|adamw|radam")->capture_default_str()->group(opt);
+  cmd->add_option("--optimizer", o->optimizer, train::optimizer_choices())->capture_default_str()->group(opt);
   cmd->add_option("--betas", o->betas, "Adam's beta1,beta2")->capture_default_str()->group(opt);
   cmd->add_option("--eps", c.optimizer.eps, "Adam's epsilon")->capture_default_str()->group(opt);
   cmd->add_option("--weight-decay", c.optimizer.weight_decay, "weight decay")->capture_default_str()->group(opt);
@@ -254,11 +254,11 @@ Runner add_train_command(CLI::App& app, const GlobalOptions& global) {
     };
     auto job = join_job(o->dist, device);
     const analysis::LossOptions loss{c.label_smoothing, c.ls_formula, c.z_loss};
-    hooks.make_curvature = [&job, loss](const train::CurvatureConfig& config, model::Seq2Seq net,
-                                        std::vector<data::Batch> probe, const std::string& file, int64_t done,
-                                        bool writes) {
-      return std::make_unique<analysis::CurvatureSeries>(config, std::move(net), std::move(probe), loss, job.device,
-                                                         file, done, writes, job.group);
+    hooks.make_curvature = [&job, loss, optimizer = c.optimizer](const train::CurvatureConfig& config,
+                                                                 model::Seq2Seq net, std::vector<data::Batch> probe,
+                                                                 const std::string& file, int64_t done, bool writes) {
+      return std::make_unique<analysis::CurvatureSeries>(config, optimizer, std::move(net), std::move(probe), loss,
+                                                         job.device, file, done, writes, job.group);
     };
     const auto result = train::train(c, hooks, job.device, job.group);
     if (result.diverged && c.fail_on_divergence)

@@ -12,6 +12,7 @@
 
 #include "analysis/hessian_blocks.h"
 #include "core/file_io.h"
+#include "train/optimizer_algorithm.h"
 
 namespace normlab::analysis {
 namespace {
@@ -35,23 +36,30 @@ void truncate_records(const std::string& file, int64_t update) {
   core::write_file_atomic(file, kept);
 }
 
-}  // namespace
-
-bool preconditioned(const train::OptimizerConfig& optimizer) {
-  return optimizer.kind != train::OptimizerKind::kSgd;
+// The registered optimiser of `optimizer`; refuses one without a threshold (curvature_problem).
+std::unique_ptr<train::OptimizerAlgorithm> measurable(const train::OptimizerConfig& optimizer) {
+  if (const auto problem = curvature_problem(optimizer)) throw std::invalid_argument(*problem);
+  return train::make_optimizer(optimizer);
 }
 
+}  // namespace
+
+std::optional<std::string> curvature_problem(const train::OptimizerConfig& optimizer) {
+  // A threshold is known at every lr or at none (optimizer_algorithm.h): asking at 1 says which.
+  if (train::make_optimizer(optimizer)->stability_threshold(1.0)) return std::nullopt;
+  return "--optimizer " + train::to_string(optimizer.kind) +
+         ": curvature needs its stability threshold and it declares none (docs/optimisers.md)";
+}
+
+bool preconditioned(const train::OptimizerConfig& optimizer) { return measurable(optimizer)->preconditioned(); }
+
 double stability_threshold(const train::OptimizerConfig& optimizer, double lr) {
-  if (!(lr > 0)) return std::numeric_limits<double>::infinity();
-  if (!preconditioned(optimizer)) return (2.0 + 2.0 * optimizer.momentum) / lr;  // momentum 0: 2/lr
-  const double beta1 = optimizer.betas[0];
-  return (2.0 + 2.0 * beta1) / ((1.0 - beta1) * lr);  // 38/lr at beta1 = 0.9
+  const auto threshold = measurable(optimizer)->stability_threshold(lr);
+  return lr > 0 ? *threshold : std::numeric_limits<double>::infinity();
 }
 
 torch::Tensor adam_preconditioner(const train::Optimizer& optimizer, const FullDataHessian& hessian,
                                   train::Preconditioner kind, const torch::Tensor& gradient) {
-  const auto& c = optimizer.config();
-  const auto [beta1, beta2] = c.betas;
   std::map<std::string, size_t> index;
   for (size_t i = 0; i < optimizer.parameters().size(); ++i) index[optimizer.parameters()[i].first] = i;
   auto out = torch::empty({hessian.dim()}, torch::TensorOptions().dtype(hessian.dtype()));
@@ -59,24 +67,11 @@ torch::Tensor adam_preconditioner(const train::Optimizer& optimizer, const FullD
     const auto& [name, p] = hessian.params()[i];
     const auto found = index.find(name);
     if (found == index.end()) throw std::invalid_argument("adam_preconditioner: no optimiser state for " + name);
-    auto [v, t] = optimizer.second_moment(found->second);
     auto slice = out.narrow(0, hessian.offset(i), p.numel());
-    auto v_t = v.defined() ? v.detach().reshape(-1).to(slice.dtype()) : torch::zeros_like(slice);
-    if (kind == train::Preconditioner::kCurrent) {
-      // The denominator of update t: sqrt(v_t / (1 - beta2^t)) + eps (v_t = 0 before any: eps).
-      const double bc2 = t > 0 ? 1.0 - std::pow(beta2, static_cast<double>(t)) : 1.0;
-      slice.copy_((v_t / bc2).sqrt_().add_(c.eps));
-    } else {
-      // Kalra & Barkeshli's (why-warmup, pre_hessian_lobpcg_custom_step): the second moment the
-      // next update would have, bias-corrected, and the first moment's correction 1 - beta1^{t+1}.
-      auto g = gradient.narrow(0, hessian.offset(i), p.numel()).to(slice.dtype());
-      auto v_next = (t == 0 && c.adam_init_v == train::AdamInitV::kGradSquared)
-                        ? g.square()
-                        : v_t.mul(beta2).addcmul_(g, g, 1.0 - beta2);
-      const double next = static_cast<double>(t + 1);
-      const double bc2 = 1.0 - std::pow(beta2, next), bc1 = 1.0 - std::pow(beta1, next);
-      slice.copy_((v_next / bc2).sqrt_().add_(c.eps).mul_(bc1));
-    }
+    const auto g = kind == train::Preconditioner::kNext
+                       ? gradient.narrow(0, hessian.offset(i), p.numel()).to(slice.dtype())
+                       : torch::Tensor();
+    optimizer.algorithm().preconditioner(slice, found->second, kind, g);
   }
   return out;
 }
@@ -145,12 +140,13 @@ double first_step_preconditioned_sharpness(const FullDataHessian& h, const train
   return largest_eigenvalue(scaled, start, steps).value;
 }
 
-CurvatureSeries::CurvatureSeries(const train::CurvatureConfig& config, model::Seq2Seq net,
-                                 std::vector<data::Batch> probe, const LossOptions& loss,
+CurvatureSeries::CurvatureSeries(const train::CurvatureConfig& config, const train::OptimizerConfig& optimizer,
+                                 model::Seq2Seq net, std::vector<data::Batch> probe, const LossOptions& loss,
                                  const torch::Device& device, std::string file, int64_t done_updates, bool writes,
                                  core::ProcessGroup group)
     : config_(config), net_(std::move(net)), probe_(std::move(probe)), loss_(loss), device_(device),
       file_(std::move(file)), writes_(writes), group_(std::move(group)) {
+  if (const auto problem = curvature_problem(optimizer)) throw std::invalid_argument(*problem);
   if (writes_) truncate_records(file_, done_updates);
 }
 
