@@ -26,7 +26,7 @@ Runner add_advise_command(CLI::App& app, const GlobalOptions&) {
   o->model.add_to(*cmd, /*vocab_options=*/false);
   add_input_options(*cmd, c.inputs);
   const std::string g = "Advise";
-  cmd->add_option("--optimizer", o->optimizer, "adam|adamw|radam|sgd (the run's)")->capture_default_str()->group(g);
+  cmd->add_option("--optimizer", o->optimizer, train::optimizer_choices() + " (the run's)")->capture_default_str()->group(g);
   cmd->add_option("--betas", o->betas, "Adam's beta1,beta2")->delimiter(',')->expected(2)->capture_default_str()->group(g);
   cmd->add_option("--momentum", c.optimizer.momentum, "sgd's momentum")->capture_default_str()->group(g);
   cmd->add_option("--lr", c.lr, "the target (peak) learning rate")->required()->group(g);

@@ -109,7 +109,7 @@ Runner add_train_command(CLI::App& app, const GlobalOptions& global) {
       ->capture_default_str()->group(grow);
   add_precision_option(*cmd, o->precision);
 
-  cmd->add_option("--optimizer", o->optimizer, "sgd|adam|adamw|radam")->capture_default_str()->group(opt);
+  cmd->add_option("--optimizer", o->optimizer, train::optimizer_choices())->capture_default_str()->group(opt);
   cmd->add_option("--betas", o->betas, "Adam's beta1,beta2")->capture_default_str()->group(opt);
   cmd->add_option("--eps", c.optimizer.eps, "Adam's epsilon")->capture_default_str()->group(opt);
   cmd->add_option("--weight-decay", c.optimizer.weight_decay, "weight decay")->capture_default_str()->group(opt);
@@ -252,7 +252,7 @@ Runner add_train_command(CLI::App& app, const GlobalOptions& global) {
     };
     add(analysis::logit_trace_callback(c.trace.logits));
     add(analysis::trace_callback(c.trace));
-    add(analysis::curvature_callback(c.curvature, c.loss));
+    add(analysis::curvature_callback(c.curvature, c.optimizer, c.loss));
     add(std::make_unique<train::BleuValidation>(bleu, c.eval_bleu));
     const auto result = train::train(c, std::move(callbacks), job.device, job.group);
     if (result.diverged && c.fail_on_divergence)

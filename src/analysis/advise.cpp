@@ -59,6 +59,7 @@ std::vector<std::string> AdviseConfig::problems() const {
   if (!(lr_tol > 0)) p.push_back("--critical-lr-tol must be > 0");
   if (!(label_smoothing >= 0 && label_smoothing < 1)) p.push_back("--label-smoothing must be in [0, 1)");
   for (auto& q : optimizer.problems()) p.push_back(q);
+  if (auto q = curvature_problem(optimizer)) p.push_back(*q);
   for (auto& q : inputs.problems()) p.push_back(q);
   return p;
 }

@@ -13,6 +13,7 @@
 #include "analysis/hessian_blocks.h"
 #include "core/file_io.h"
 #include "data/batching.h"
+#include "train/optimizer_algorithm.h"
 #include "train/run_dir.h"
 #include "train/schedule.h"
 
@@ -26,23 +27,30 @@ constexpr uint64_t kStartSeed = 20211007;  // the first measurement's Rademacher
 // JSON has no infinity: an infinite threshold (lr = 0) is written as null.
 nlohmann::json finite_or_null(double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(); }
 
-}  // namespace
-
-bool preconditioned(const train::OptimizerConfig& optimizer) {
-  return optimizer.kind != train::OptimizerKind::kSgd;
+// The registered optimiser of `optimizer`; refuses one without a threshold (curvature_problem).
+std::unique_ptr<train::OptimizerAlgorithm> measurable(const train::OptimizerConfig& optimizer) {
+  if (const auto problem = curvature_problem(optimizer)) throw std::invalid_argument(*problem);
+  return train::make_optimizer(optimizer);
 }
 
+}  // namespace
+
+std::optional<std::string> curvature_problem(const train::OptimizerConfig& optimizer) {
+  // A threshold is known at every lr or at none (optimizer_algorithm.h): asking at 1 says which.
+  if (train::make_optimizer(optimizer)->stability_threshold(1.0)) return std::nullopt;
+  return "--optimizer " + train::to_string(optimizer.kind) +
+         ": curvature needs its stability threshold and it declares none (docs/optimisers.md)";
+}
+
+bool preconditioned(const train::OptimizerConfig& optimizer) { return measurable(optimizer)->preconditioned(); }
+
 double stability_threshold(const train::OptimizerConfig& optimizer, double lr) {
-  if (!(lr > 0)) return std::numeric_limits<double>::infinity();
-  if (!preconditioned(optimizer)) return (2.0 + 2.0 * optimizer.momentum) / lr;  // momentum 0: 2/lr
-  const double beta1 = optimizer.betas[0];
-  return (2.0 + 2.0 * beta1) / ((1.0 - beta1) * lr);  // 38/lr at beta1 = 0.9
+  const auto threshold = measurable(optimizer)->stability_threshold(lr);
+  return lr > 0 ? *threshold : std::numeric_limits<double>::infinity();
 }
 
 torch::Tensor adam_preconditioner(const train::Optimizer& optimizer, const FullDataHessian& hessian,
                                   train::Preconditioner kind, const torch::Tensor& gradient) {
-  const auto& c = optimizer.config();
-  const auto [beta1, beta2] = c.betas;
   std::map<std::string, size_t> index;
   for (size_t i = 0; i < optimizer.parameters().size(); ++i) index[optimizer.parameters()[i].first] = i;
   auto out = torch::empty({hessian.dim()}, torch::TensorOptions().dtype(hessian.dtype()));
@@ -50,24 +58,11 @@ torch::Tensor adam_preconditioner(const train::Optimizer& optimizer, const FullD
     const auto& [name, p] = hessian.params()[i];
     const auto found = index.find(name);
     if (found == index.end()) throw std::invalid_argument("adam_preconditioner: no optimiser state for " + name);
-    auto [v, t] = optimizer.second_moment(found->second);
     auto slice = out.narrow(0, hessian.offset(i), p.numel());
-    auto v_t = v.defined() ? v.detach().reshape(-1).to(slice.dtype()) : torch::zeros_like(slice);
-    if (kind == train::Preconditioner::kCurrent) {
-      // The denominator of update t: sqrt(v_t / (1 - beta2^t)) + eps (v_t = 0 before any: eps).
-      const double bc2 = t > 0 ? 1.0 - std::pow(beta2, static_cast<double>(t)) : 1.0;
-      slice.copy_((v_t / bc2).sqrt_().add_(c.eps));
-    } else {
-      // Kalra & Barkeshli's (why-warmup, pre_hessian_lobpcg_custom_step): the second moment the
-      // next update would have, bias-corrected, and the first moment's correction 1 - beta1^{t+1}.
-      auto g = gradient.narrow(0, hessian.offset(i), p.numel()).to(slice.dtype());
-      auto v_next = (t == 0 && c.adam_init_v == train::AdamInitV::kGradSquared)
-                        ? g.square()
-                        : v_t.mul(beta2).addcmul_(g, g, 1.0 - beta2);
-      const double next = static_cast<double>(t + 1);
-      const double bc2 = 1.0 - std::pow(beta2, next), bc1 = 1.0 - std::pow(beta1, next);
-      slice.copy_((v_next / bc2).sqrt_().add_(c.eps).mul_(bc1));
-    }
+    const auto g = kind == train::Preconditioner::kNext
+                       ? gradient.narrow(0, hessian.offset(i), p.numel()).to(slice.dtype())
+                       : torch::Tensor();
+    optimizer.algorithm().preconditioner(slice, found->second, kind, g);
   }
   return out;
 }
@@ -136,12 +131,13 @@ double first_step_preconditioned_sharpness(const FullDataHessian& h, const train
   return largest_eigenvalue(scaled, start, steps).value;
 }
 
-CurvatureSeries::CurvatureSeries(const train::CurvatureConfig& config, model::Seq2Seq net,
-                                 std::vector<data::Batch> probe, const train::LossOptions& loss,
+CurvatureSeries::CurvatureSeries(const train::CurvatureConfig& config, const train::OptimizerConfig& optimizer,
+                                 model::Seq2Seq net, std::vector<data::Batch> probe, const train::LossOptions& loss,
                                  const torch::Device& device, std::string file, int64_t done_updates, bool writes,
                                  core::ProcessGroup group)
     : config_(config), net_(std::move(net)), probe_(std::move(probe)), loss_(loss), device_(device),
       file_(std::move(file)), writes_(writes), group_(std::move(group)) {
+  if (const auto problem = curvature_problem(optimizer)) throw std::invalid_argument(*problem);
   // A resumed run writes the records after its checkpoint's update again.
   if (writes_)
     train::keep_records(file_, [&](const nlohmann::json& j) { return j.value("step", int64_t{0}) <= done_updates; });
@@ -235,7 +231,12 @@ namespace {
 
 class CurvatureCallback final : public train::TrainCallback {
  public:
-  CurvatureCallback(train::CurvatureConfig config, train::LossOptions loss) : config_(std::move(config)), loss_(loss) {}
+  CurvatureCallback(train::CurvatureConfig config, train::OptimizerConfig optimizer, train::LossOptions loss)
+      : config_(std::move(config)), optimizer_(std::move(optimizer)), loss_(loss) {}
+  std::vector<std::string> problems(const core::ProcessGroup&) const override {
+    if (const auto problem = curvature_problem(optimizer_)) return {*problem};
+    return {};
+  }
   void train_begins(const train::RunContext& run) override {
     const auto& c = run.config;
     const auto n = std::min<size_t>(static_cast<size_t>(config_.sentences), run.valid.kept.size());
@@ -244,7 +245,7 @@ class CurvatureCallback final : public train::TrainCallback {
     for (const auto& b : data::make_batches(run.valid.sizes, first, c.batching, c.seed, 0))
       probe.push_back(train::gather(run.valid, b));
     schedule_ = c.schedule;
-    series_ = std::make_unique<CurvatureSeries>(config_, run.net, std::move(probe), loss_, run.device,
+    series_ = std::make_unique<CurvatureSeries>(config_, optimizer_, run.net, std::move(probe), loss_, run.device,
                                                 (std::filesystem::path(run.dir) / "curvature.jsonl").string(),
                                                 run.update, run.writer, run.group);
     if (!run.saved.empty()) series_->load_state(run.saved);
@@ -260,6 +261,7 @@ class CurvatureCallback final : public train::TrainCallback {
 
  private:
   train::CurvatureConfig config_;
+  train::OptimizerConfig optimizer_;
   train::LossOptions loss_;
   train::ScheduleConfig schedule_;
   std::unique_ptr<CurvatureSeries> series_;
@@ -268,8 +270,9 @@ class CurvatureCallback final : public train::TrainCallback {
 }  // namespace
 
 std::unique_ptr<train::TrainCallback> curvature_callback(const train::CurvatureConfig& config,
+                                                          const train::OptimizerConfig& optimizer,
                                                           const train::LossOptions& loss) {
-  return config.every > 0 ? std::make_unique<CurvatureCallback>(config, loss) : nullptr;
+  return config.every > 0 ? std::make_unique<CurvatureCallback>(config, optimizer, loss) : nullptr;
 }
 
 }  // namespace normlab::analysis

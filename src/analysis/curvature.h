@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,10 @@
 
 namespace normlab::analysis {
 
+// Each optimiser answers for its preconditioner and threshold (train/optimizer_algorithm.h).
+// Why curvature cannot judge `optimizer` (it declares no stability threshold), or nullopt: one
+// line naming it. The functions below throw it as std::invalid_argument.
+std::optional<std::string> curvature_problem(const train::OptimizerConfig& optimizer);
 // Whether the optimiser's quantity is the preconditioned sharpness (the Adam family).
 bool preconditioned(const train::OptimizerConfig& optimizer);
 // The threshold above which the next step is unstable on a quadratic of that curvature: 2/lr
@@ -31,9 +36,10 @@ bool preconditioned(const train::OptimizerConfig& optimizer);
 // for the Adam family's preconditioned sharpness (Cohen et al. 2022). Infinite at lr = 0.
 double stability_threshold(const train::OptimizerConfig& optimizer, double lr);
 
-// P's diagonal (n), in `hessian`'s vector layout, from each parameter's Adam state (matched by
-// name): kCurrent from v_t, kNext from v_{t+1} = beta2 v_t + (1 - beta2) g^2 with `gradient`
-// (n) the probe set's (v_1 = g^2 for GI-Adam's first step). A parameter without state has v_t = 0.
+// P's diagonal (n), in `hessian`'s vector layout, from each parameter's optimiser state (matched
+// by name), for a preconditioned optimiser. The Adam family's: kCurrent from v_t, kNext from
+// v_{t+1} = beta2 v_t + (1 - beta2) g^2 with `gradient` (n) the probe set's (v_1 = g^2 for
+// GI-Adam's first step). A parameter without state has v_t = 0.
 torch::Tensor adam_preconditioner(const train::Optimizer& optimizer, const FullDataHessian& hessian,
                                   train::Preconditioner kind, const torch::Tensor& gradient);
 
@@ -69,9 +75,10 @@ class CurvatureSeries final {
  public:
   // `probe`: the probe set's batches; `file`: RUN_DIR/curvature.jsonl, whose records after
   // `done_updates` are dropped (a resumed run writes them again); only `writes` writes it.
-  CurvatureSeries(const train::CurvatureConfig& config, model::Seq2Seq net, std::vector<data::Batch> probe,
-                  const train::LossOptions& loss, const torch::Device& device, std::string file, int64_t done_updates,
-                  bool writes, core::ProcessGroup group);
+  // Throws std::invalid_argument (curvature_problem) for an optimiser without a threshold.
+  CurvatureSeries(const train::CurvatureConfig& config, const train::OptimizerConfig& optimizer, model::Seq2Seq net,
+                  std::vector<data::Batch> probe, const train::LossOptions& loss, const torch::Device& device,
+                  std::string file, int64_t done_updates, bool writes, core::ProcessGroup group);
   void measure(int64_t update, double next_lr, const train::Optimizer& optimizer);
   std::map<std::string, torch::Tensor> state() const;
   void load_state(const std::map<std::string, torch::Tensor>& state);
@@ -92,6 +99,7 @@ class CurvatureSeries final {
 // config.sentences validation pairs, batched as validation batches them; measured at update 0
 // and after every config.every-th update into RUN_DIR/curvature.jsonl. Nothing when every is 0.
 std::unique_ptr<train::TrainCallback> curvature_callback(const train::CurvatureConfig& config,
+                                                          const train::OptimizerConfig& optimizer,
                                                           const train::LossOptions& loss);
 
 }  // namespace normlab::analysis

@@ -1,12 +1,15 @@
 // normlab's optimisers (docs/optimisers.md): SGD, Adam, AdamW as PyTorch defines them and
 // RAdam as its authors' code does (REFERENCE §1). Our own, not torch::optim, so that the state
-// is ours to save bit-exactly and the update of each step can be recorded on request.
+// is ours to save bit-exactly and the update of each step can be recorded on request. Each is a
+// class registered by its --optimizer name (optimizer_algorithm.h); `Optimizer` is the facade.
 #pragma once
 
 #include <array>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -15,12 +18,31 @@
 
 namespace normlab::train {
 
-enum class OptimizerKind {
-  kSgd,    // torch.optim.SGD: momentum, dampening 0, optional Nesterov, L2 weight decay
-  kAdam,   // torch.optim.Adam: L2 weight decay added to the gradient
-  kAdamW,  // torch.optim.AdamW: decoupled weight decay p -= lr*wd*p (fairseq's "adam")
-  kRAdam,  // Liu et al. 2020, authors' code: rectified Adam, decoupled weight decay
+// An optimiser's --optimizer name, one of the registry's (optimizer_algorithm.h): the built-in
+// ones as constants, any other from parse_optimizer_kind.
+class OptimizerKind {
+ public:
+  static const OptimizerKind kSgd;    // torch.optim.SGD: momentum, dampening 0, optional Nesterov, L2 weight decay
+  static const OptimizerKind kAdam;   // torch.optim.Adam: L2 weight decay added to the gradient
+  static const OptimizerKind kAdamW;  // torch.optim.AdamW: decoupled weight decay p -= lr*wd*p (fairseq's "adam")
+  static const OptimizerKind kRAdam;  // Liu et al. 2020, authors' code: rectified Adam, decoupled weight decay
+
+  std::string_view name() const { return name_; }
+  friend bool operator==(OptimizerKind a, OptimizerKind b) { return a.name_ == b.name_; }
+  friend bool operator!=(OptimizerKind a, OptimizerKind b) { return a.name_ != b.name_; }
+
+ private:
+  // `name` outlives the kind: a literal, or the registry's copy (entries are never removed).
+  constexpr explicit OptimizerKind(std::string_view name) : name_(name) {}
+  friend OptimizerKind parse_optimizer_kind(const std::string& s, const std::string& option);
+  friend std::vector<OptimizerKind> optimizer_kinds();
+  std::string_view name_;
 };
+inline constexpr OptimizerKind OptimizerKind::kSgd{"sgd"};
+inline constexpr OptimizerKind OptimizerKind::kAdam{"adam"};
+inline constexpr OptimizerKind OptimizerKind::kAdamW{"adamw"};
+inline constexpr OptimizerKind OptimizerKind::kRAdam{"radam"};
+
 // RAdam's update while the variance is not yet rectifiable (rho_t < 5, REFERENCE §1).
 enum class RAdamFallback {
   kSkip,  // no update at all (and no weight decay): the authors' current default
@@ -35,6 +57,9 @@ enum class AdamInitV {
 std::string to_string(OptimizerKind k);
 std::string to_string(RAdamFallback f);
 std::string to_string(AdamInitV v);
+// The registered optimisers in the order of registration, and their names "sgd|adam|adamw|radam".
+std::vector<OptimizerKind> optimizer_kinds();
+std::string optimizer_choices();
 // Parsers throw std::invalid_argument naming `option`, the value and the choices.
 OptimizerKind parse_optimizer_kind(const std::string& s, const std::string& option = "--optimizer");
 RAdamFallback parse_radam_fallback(const std::string& s,
@@ -63,12 +88,19 @@ struct OptimizerConfig {
 using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
 using TensorMap = std::map<std::string, torch::Tensor>;
 
+class OptimizerAlgorithm;
+
+// The facade over the registered optimiser of config.kind: it checks the parameters, counts the
+// steps, applies lr scales and records updates; the optimiser updates and keeps its state.
 class Optimizer {
  public:
   // Parameters by unique name, each a distinct floating-point tensor (shared tables once),
   // updated in place on their own devices. Throws std::invalid_argument on config problems,
   // empty/duplicate names, undefined, non-floating or repeated tensors.
   Optimizer(NamedTensors params, OptimizerConfig config);
+  ~Optimizer();
+  Optimizer(Optimizer&&) noexcept;
+  Optimizer& operator=(Optimizer&&) noexcept;
 
   // One update at rate lr from each parameter's .grad(); parameters without a gradient are
   // skipped, their state untouched (as torch.optim does). With record_updates, last_updates()
@@ -98,24 +130,13 @@ class Optimizer {
 
   const NamedTensors& parameters() const { return params_; }
   const OptimizerConfig& config() const { return config_; }
-  // Parameter i's Adam-family second moment v and its update count t (undefined and 0 before
-  // its first update, and for SGD): what a preconditioner is made of (analysis/curvature.h).
-  std::pair<torch::Tensor, int64_t> second_moment(size_t i) const { return {slots_[i].exp_avg_sq, slots_[i].step}; }
+  // The registered optimiser: its preconditioner and stability threshold (analysis/curvature.h).
+  const OptimizerAlgorithm& algorithm() const;
 
  private:
-  struct Slot {
-    torch::Tensor exp_avg, exp_avg_sq, momentum_buffer;  // undefined until first used
-    int64_t step = 0;                                    // updates of this parameter
-  };
-  void update(torch::Tensor& p, const torch::Tensor& grad, Slot& s, double lr);
-  // Adam and AdamW on every parameter of `ready` in ATen's fused kernel; false (nothing done)
-  // where it does not apply (another optimiser, a non-contiguous tensor).
-  bool fused_adam_update(const std::vector<size_t>& ready, double lr);
-  void init_moments(Slot& s, const torch::Tensor& p, const torch::Tensor& g) const;
-
   NamedTensors params_;
   OptimizerConfig config_;
-  std::vector<Slot> slots_;  // parallel to params_
+  std::unique_ptr<OptimizerAlgorithm> algorithm_;  // holds the per-parameter state
   std::vector<double> lr_scales_;  // parallel to params_ (set_lr_scales)
   int64_t steps_ = 0;
   TensorMap last_updates_;

@@ -1,0 +1,110 @@
+// What an optimiser is to normlab (docs/optimisers.md, "Adding an optimiser"): a class that
+// answers for its update, its per-parameter state, its diagonal preconditioner and its
+// stability threshold, registered by its --optimizer name. The facade `Optimizer`
+// (optimizer.h) checks the parameters, counts steps, scales lr and records updates around it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <torch/types.h>
+
+#include "train/optimizer.h"
+#include "train/step_observer.h"
+
+namespace normlab::train {
+
+// Reads one optimiser's entries out of a saved state (TensorMap) and checks each; what no read
+// asked for is refused by Optimizer::load_state (another optimiser's state, or unknown).
+class StateReader {
+ public:
+  StateReader(const TensorMap& state, const NamedTensors& params);
+  // "<prefix>.<name of parameter i>", copied to the parameter's device and dtype, contiguous;
+  // undefined when absent. Throws std::runtime_error when its shape is not the parameter's.
+  torch::Tensor tensor(const char* prefix, size_t i);
+  // "<prefix>.<name of parameter i>" as a count >= 0; nullopt when absent.
+  std::optional<int64_t> count(const char* prefix, size_t i);
+  // The entry `key` as a count >= 0; nullopt when absent. Throws unless one integer >= 0.
+  std::optional<int64_t> count(const std::string& key);
+  const NamedTensors& parameters() const { return params_; }
+  // Throws std::runtime_error for the first entry no read asked for, naming it and `optimizer`.
+  void refuse_unread(const std::string& optimizer) const;
+
+ private:
+  const TensorMap& state_;
+  const NamedTensors& params_;
+  std::set<std::string> read_;  // the keys asked for and found
+};
+// "optimizer state: <message>", the error of every state check.
+std::runtime_error state_error(const std::string& message);
+// The key of a per-parameter entry, "<prefix>.<parameter name>" (docs/optimisers.md).
+std::string state_key(const char* prefix, const std::string& name);
+
+// One optimiser. It keeps the state of each parameter (indexed as the facade's parameters()),
+// and is given the parameters on every call; all calls but the constructor run under NoGradGuard.
+class OptimizerAlgorithm {
+ public:
+  explicit OptimizerAlgorithm(const OptimizerConfig& config) : config_(config) {}
+  virtual ~OptimizerAlgorithm() = default;
+
+  // (b) One update of every parameter i in `ready` (those with a gradient), at rate
+  // lr * lr_scales[i]. By default update() for each in turn.
+  virtual void step(const NamedTensors& params, const std::vector<size_t>& ready,
+                    const std::vector<double>& lr_scales, double lr);
+  // (a) Copies of the per-parameter state under its keys (state_key), on the parameters'
+  // devices, added to `out`; and their replacement from a saved state, where each must be
+  // found and checked. Default: no state.
+  virtual void save_state(const NamedTensors& params, TensorMap& out) const;
+  virtual void load_state(StateReader& in);
+  // (d) The largest curvature at which a step of rate lr > 0 is stable on a quadratic, of
+  // P^-1 H when preconditioned(), else of H (Cohen et al. 2021, 2022; REFERENCE §9). nullopt
+  // (at every lr) when none is known: curvature (analysis/curvature.h) then refuses the optimiser.
+  virtual std::optional<double> stability_threshold(double lr) const = 0;
+  // (c) Whether the threshold is for lambda_1(P^-1 H) with the diagonal P of preconditioner();
+  // false: plain sharpness lambda_1(H) (P = identity).
+  virtual bool preconditioned() const { return false; }
+  // out (n_i): P of parameter i, flattened, `kind` as train::Preconditioner says; `gradient`
+  // (n_i, out's dtype) the probe set's gradient of parameter i, given for kNext only.
+  virtual void preconditioner(torch::Tensor out, size_t i, Preconditioner kind, const torch::Tensor& gradient) const;
+
+  const OptimizerConfig& config() const { return config_; }
+
+ protected:
+  // One parameter p (its state: index i) from `grad` at its rate lr (lr scale included).
+  virtual void update(const torch::Tensor& p, const torch::Tensor& grad, size_t i, double lr) = 0;
+
+ private:
+  const OptimizerConfig config_;
+};
+
+// Options beyond --betas, --eps and --weight-decay that an optimiser reads; problems() refuses
+// the others when set (OptimizerEntry::options, a bitwise or).
+enum OptimizerOption : unsigned {
+  kNoOptions = 0,
+  kMomentumOption = 1,       // --momentum, --nesterov
+  kRAdamFallbackOption = 2,  // --radam-fallback
+  kAdamInitVOption = 4,      // --adam-init-v
+};
+
+// An optimiser as the registry knows it: its --optimizer name, how to make it for a config
+// and a number of parameters, and the options it reads.
+struct OptimizerEntry {
+  std::string name;
+  std::unique_ptr<OptimizerAlgorithm> (*make)(const OptimizerConfig& config, size_t parameters);
+  unsigned options = kNoOptions;
+};
+// The entry of `kind`.
+const OptimizerEntry& optimizer_entry(OptimizerKind kind);
+// Adds an optimiser beside the built-in ones (optimizer_registry.cpp holds their table), e.g. a
+// test's; returns its kind. Throws std::invalid_argument for an empty or taken name.
+OptimizerKind register_optimizer(OptimizerEntry entry);
+// The registered optimiser of config.kind for `parameters` parameters (none: only to ask for
+// its preconditioner and threshold).
+std::unique_ptr<OptimizerAlgorithm> make_optimizer(const OptimizerConfig& config, size_t parameters = 0);
+
+}  // namespace normlab::train

@@ -1,0 +1,17 @@
+// The built-in optimisers' makers, one per file of this folder, for the registry's table
+// (registry.cpp). docs/optimisers.md says what each computes.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+
+#include "train/optimizer_algorithm.h"
+
+namespace normlab::train {
+
+std::unique_ptr<OptimizerAlgorithm> make_sgd(const OptimizerConfig& config, size_t parameters);    // sgd.cpp
+std::unique_ptr<OptimizerAlgorithm> make_adam(const OptimizerConfig& config, size_t parameters);   // adam.cpp
+std::unique_ptr<OptimizerAlgorithm> make_adamw(const OptimizerConfig& config, size_t parameters);  // adam.cpp
+std::unique_ptr<OptimizerAlgorithm> make_radam(const OptimizerConfig& config, size_t parameters);  // radam.cpp
+
+}  // namespace normlab::train
