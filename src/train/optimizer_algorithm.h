@@ -15,7 +15,7 @@
 #include <torch/types.h>
 
 #include "train/optimizer.h"
-#include "train/step_observer.h"
+#include "train/instrument_config.h"
 
 namespace normlab::train {
 
