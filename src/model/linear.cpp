@@ -15,7 +15,8 @@ namespace normlab::model {
 
 struct PackedWeights::State {
   c10::OperatorHandle reorder, product;     // mkldnn::_reorder_linear_weight, _linear_pointwise
-  bool fp32 = false;                        // float32 products packed too (else bf16 only)
+  bool fp32 = false;                        // float32 products packed (AVX-512 only: where it pays)
+  bool bf16 = false;                        // bf16 products packed (where oneDNN's bf16 reorder runs)
   std::unordered_set<const c10::TensorImpl*> parameters;
   // (parameter, dtype) -> the weight in that dtype in oneDNN's layout; each entry also keeps
   // its parameter alive, so that no other tensor can take its address while the scope lives.
@@ -46,7 +47,7 @@ std::optional<c10::ScalarType> packed_dtype(const PackedWeights::State& s, const
   if (x.scalar_type() != c10::kFloat && x.scalar_type() != c10::kBFloat16) return std::nullopt;
   if (at::autocast::is_autocast_enabled(c10::DeviceType::CPU)) {
     const auto dtype = at::autocast::get_autocast_dtype(c10::DeviceType::CPU);
-    return dtype == c10::kBFloat16 ? std::optional(dtype) : std::nullopt;
+    return dtype == c10::kBFloat16 && s.bf16 ? std::optional(dtype) : std::nullopt;
   }
   return x.scalar_type() == c10::kFloat && s.fp32 ? std::optional(c10::kFloat) : std::nullopt;
 }
@@ -74,7 +75,7 @@ PackedWeights::PackedWeights(const torch::nn::Module& module) {
   if (current) return;
   auto reorder_op = find("mkldnn::_reorder_linear_weight"), product_op = find("mkldnn::_linear_pointwise");
   if (!reorder_op || !product_op) return;
-  state_ = std::make_unique<State>(State{*reorder_op, *product_op, kernels::aten_avx512(), {}, {}});
+  state_ = std::make_unique<State>(State{*reorder_op, *product_op, kernels::aten_avx512(), kernels::onednn_bf16(), {}, {}});
   for (const auto& p : module.parameters()) state_->parameters.insert(p.unsafeGetTensorImpl());
   current = state_.get();
 }

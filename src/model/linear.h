@@ -35,7 +35,8 @@ torch::Tensor linear_relu(const torch::nn::Linear& layer, const torch::Tensor& x
 // (the cast from autocast's cache). Other operands (a weight built per call, float64, CUDA)
 // take at::linear. Like a PrecisionGuard, the weights must not change while it is alive; an
 // inner scope defers to the outer one. Inactive (at::linear throughout) where it does not pay:
-// on a CPU without AVX-512 for float32 (measured slower there), or in a LibTorch without oneDNN.
+// on a CPU without AVX-512 for float32 (measured slower there), without AVX-512 BW/VL/DQ for
+// bf16 (oneDNN's bf16 reorder refuses such a CPU), or in a LibTorch without oneDNN.
 class PackedWeights {
  public:
   explicit PackedWeights(const torch::nn::Module& module);

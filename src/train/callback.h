@@ -26,7 +26,7 @@ namespace normlab::train {
 
 // What a callback may use of a run once it is set up (train_begins); it lives until train() returns.
 struct RunContext {
-  const TrainConfig& config;      // as resolved (the model's vocabulary sizes filled in)
+  const TrainConfig& config;      // as resolved (--init-from: the grown model; vocabulary sizes 0, see net)
   model::Seq2Seq net;             // on its device, in training mode
   std::string dir;                // RUN_DIR
   int64_t update = 0;             // updates made before this run (0: a new run)

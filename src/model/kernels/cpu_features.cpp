@@ -13,6 +13,16 @@ bool avx2_fma() {
 #endif
 }
 
+bool onednn_bf16() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  static const bool yes =
+      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+  return yes;
+#else
+  return false;
+#endif
+}
+
 bool aten_avx512() {
   static const bool yes = core::runtime_info().cpu_capability == "AVX512";
   return yes;

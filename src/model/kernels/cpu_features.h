@@ -11,4 +11,9 @@ bool avx2_fma();
 // not lower it): the AVX-512 builds run, and float32 products are packed (model/linear.h).
 bool aten_avx512();
 
+// Whether oneDNN packs and multiplies bf16 weights here: it needs AVX-512 BW, VL and DQ (or
+// AVX-NE-CONVERT, which GCC 12 cannot ask for; such CPUs then take ATen's path). On an AVX2-only
+// CPU its reorder throws ("bf16 path needs the cpu support ..."), so bf16 products take at::linear.
+bool onednn_bf16();
+
 }  // namespace normlab::model::kernels
