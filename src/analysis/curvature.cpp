@@ -138,9 +138,12 @@ CurvatureSeries::CurvatureSeries(const train::CurvatureConfig& config, const tra
     : config_(config), net_(std::move(net)), probe_(std::move(probe)), loss_(loss), device_(device),
       file_(std::move(file)), writes_(writes), group_(std::move(group)) {
   if (const auto problem = curvature_problem(optimizer)) throw std::invalid_argument(*problem);
-  // A resumed run writes the records after its checkpoint's update again.
+  // A resumed run writes the records after its checkpoint's update again; a new one (done_updates
+  // 0) measures update 0 again, so it keeps none.
   if (writes_)
-    train::keep_records(file_, [&](const nlohmann::json& j) { return j.value("step", int64_t{0}) <= done_updates; });
+    train::keep_records(file_, [&](const nlohmann::json& j) {
+      return done_updates > 0 && j.value("step", int64_t{0}) <= done_updates;
+    });
 }
 
 void CurvatureSeries::measure(int64_t update, double next_lr, const train::Optimizer& optimizer) {

@@ -46,6 +46,7 @@ void keep_records(const fs::path& file, const std::function<bool(const nlohmann:
 }
 
 void RunDir::cut_records(int64_t update, int64_t epoch) const {
+  if (!writes_) return;
   keep_records(dir_ / "metrics.jsonl", [&](const nlohmann::json& j) {
     if (j.value("step", int64_t{0}) > update) return false;
     return !(j.contains("valid_loss") && !j.value("mid_epoch", false) && j.value("epoch", int64_t{0}) >= epoch);

@@ -43,7 +43,8 @@ class RunDir {
   void record(const nlohmann::json& j);
   // Drops the records that a run resumed at `update`, `epoch` will write again: those of later
   // updates, and end-of-epoch validations of `epoch` or later (a run killed after its last
-  // checkpoint logged them; a mid-epoch one, at a --max-steps stop, is kept when its update is). Atomic.
+  // checkpoint logged them; a mid-epoch one, at a --max-steps stop, is kept when its update is).
+  // update -1: none is kept (a new run). Atomic; nothing for a reader (writes() false).
   void cut_records(int64_t update, int64_t epoch) const;
   void write_config(const nlohmann::json& config) const;
 

@@ -57,6 +57,9 @@ Corpus Trainer::load(const std::string& prefix, bool training) {
 
 void Trainer::make_model() {
   if (!resumed_) {
+    // A new run (no checkpoint, or none intact) starts its records afresh: those of an earlier
+    // start describe updates it makes again.
+    dir_->cut_records(/*update=*/-1, /*epoch=*/0);
     net_ = new_model(c_, model_config_, base_ ? &*base_ : nullptr, train_, *dir_);
     return;
   }

@@ -29,10 +29,12 @@ TEST(RunDir, ResumeKeepsTheRecordsUpToItsPositionAndDropsLinesThatAreNotRecords)
                       "{\"step\":2,\"epoch\":1,\"valid_loss\":4}\n"           // end of epoch 1: written again
                       "{\"step\":3,\"loss\":4}\n"                             // after the checkpoint
                       "{\"step\":4,\"lo");                                    // cut by a kill
-  RunDir run(dir.str(), /*writes=*/false);  // reads and cuts; a reader takes no lock
+  RunDir run(dir.str(), /*writes=*/true);
   run.cut_records(/*update=*/2, /*epoch=*/1);
   EXPECT_EQ(read(dir / "metrics.jsonl"),
             "{\"step\":1,\"loss\":5}\n{\"step\":2,\"epoch\":1,\"valid_loss\":4,\"mid_epoch\":true}\n");
+  run.cut_records(/*update=*/-1, /*epoch=*/0);  // a new run: nothing of an earlier start is kept
+  EXPECT_EQ(read(dir / "metrics.jsonl"), "");
 }
 
 TEST(RunDir, KeepRecordsLeavesAMissingFileMissing) {

@@ -108,6 +108,15 @@ def main():
     valid = [json.loads(l)["step"] for l in open(w("time/metrics.jsonl")) if "valid_loss" in l]
     check(r.returncode == 0 and valid == [1, 4], f"a larger limit continues to --max-steps: {valid} {r.stderr[-300:]}")
 
+    # No intact checkpoint: the run starts over, and its records start over with it (each step once).
+    r = run("--max-steps", "4", "--log-interval", "1", "--out", w("again"))
+    for f in os.listdir(w("again/checkpoints")):
+        with open(os.path.join(w("again/checkpoints"), f), "r+b") as ckpt:
+            ckpt.truncate(100)
+    r = run("--max-steps", "4", "--log-interval", "1", "--out", w("again"))
+    steps = [x["step"] for x in map(json.loads, open(w("again/metrics.jsonl"))) if "loss" in x and "valid_loss" not in x]
+    check(r.returncode == 0 and steps == [1, 2, 3, 4], f"a fresh start after corrupt checkpoints: steps {steps}")
+
     # Divergence: recorded, the run stops cleanly.
     boom = ["--optimizer", "sgd", "--lr", "1e6", "--lr-schedule", "constant", "--warmup-steps", "0",
             "--scheme", "t-fixup", "--max-steps", "50"]
