@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <sstream>
+#include <stdexcept>
 
 #include "data/batching.h"
 #include "data/cache.h"
@@ -34,6 +35,10 @@ Corpus load_corpus(const std::string& prefix, const TrainConfig& c, const data::
     << result.empty << " empty, " << result.too_long << " longer than --max-positions "
     << c.model.max_positions << ", " << result.bad_ratio << " beyond --max-length-ratio)";
   log(s.str());
+  // An empty validation or test set would record NaN losses; an empty training set has no batch.
+  if (corpus.kept.empty())
+    throw std::invalid_argument(corpus.files[0] + " and " + corpus.files[1] + ": no sentence pair left to " +
+                                (training ? "train on" : "score") + " (" + s.str().substr(prefix.size() + 2) + ")");
   return corpus;
 }
 

@@ -23,6 +23,7 @@ struct Corpus {
 
 // PREFIX.SRC/.TGT of `c`'s languages, from or into `cache_dir`; `training`: the length-ratio
 // filter and --max-pairs apply (fairseq: to the training data only). `log` gets its lines.
+// Throws std::invalid_argument naming the files when no pair is left.
 Corpus load_corpus(const std::string& prefix, const TrainConfig& c, const data::Vocab& vocab,
                    const std::string& cache_dir, bool training, const std::function<void(const std::string&)>& log);
 

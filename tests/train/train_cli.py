@@ -127,7 +127,11 @@ def main():
     check(r.returncode == 3, f"--fail-on-divergence exits 3, got {r.returncode}")
 
     # Bad input: one line, exit 2.
+    for lang in ("de", "en"):
+        open(w(f"empty.{lang}"), "w").close()
     bad = [
+        (["--max-steps", "5", "--valid", w("empty"), "--out", w("x")], "no sentence pair left to score"),
+        (["--max-steps", "5", "--test", w("empty"), "--out", w("x2")], "no sentence pair left to score"),
         ([], "--train is required"),
         (["--max-steps", "5", "--train", prefix + "-missing", "--out", w("x")], "val-missing"),
         (["--out", w("x")], "set --max-epochs or --max-steps"),
