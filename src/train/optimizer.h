@@ -125,7 +125,7 @@ class Optimizer {
   TensorMap state() const;
   // Replaces the whole state; the next step() continues bit-exactly. Tensors are copied to
   // each parameter's device and dtype. Throws std::runtime_error naming the key for unknown
-  // names, missing companions, wrong shapes or a missing "steps".
+  // names, another optimiser's entries, missing companions, wrong shapes or a missing "steps".
   void load_state(const TensorMap& state);
 
   const NamedTensors& parameters() const { return params_; }

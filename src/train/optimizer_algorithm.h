@@ -46,7 +46,7 @@ std::runtime_error state_error(const std::string& message);
 std::string state_key(const char* prefix, const std::string& name);
 
 // One optimiser. It keeps the state of each parameter (indexed as the facade's parameters()),
-// and is given the parameters on every call; all calls but the constructor run under NoGradGuard.
+// and is given the parameters on every call; the facade runs step() and load_state() under NoGradGuard.
 class OptimizerAlgorithm {
  public:
   explicit OptimizerAlgorithm(const OptimizerConfig& config) : config_(config) {}
