@@ -40,7 +40,7 @@ int main(int argc, char** argv) {
   core::configure_memory();  // as normlab does
   core::configure_threads(threads);
   auto loaded = model::load_model(checkpoint);
-  auto& net = loaded.model;
+  auto net = model::as_encoder_decoder(loaded.model, "decode_step");
   net->set_precision(model::parse_precision(precision));
   auto sources = data::read_id_file(ids, net->config().src_vocab_size);
   if (sentences > 0 && static_cast<size_t>(sentences) < sources.size()) sources.resize(static_cast<size_t>(sentences));

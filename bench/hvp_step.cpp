@@ -16,7 +16,7 @@
 #include "analysis/hvp.h"
 #include "core/runtime.h"
 #include "core/tokens.h"
-#include "model/init.h"
+#include "model/seq2seq.h"
 
 using namespace normlab;
 

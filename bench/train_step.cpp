@@ -12,7 +12,6 @@
 
 #include "core/runtime.h"
 #include "core/tokens.h"
-#include "model/init.h"
 #include "model/seq2seq.h"
 #include "train/criterion.h"
 #include "train/optimizer.h"

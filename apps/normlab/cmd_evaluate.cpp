@@ -62,7 +62,7 @@ Runner add_evaluate_command(CLI::App& app, const GlobalOptions& global) {
     const auto start = Clock::now();
     core::throw_if_problems(o->beam.validate());
     auto loaded = model::load_model(o->checkpoint);
-    auto& net = loaded.model;
+    auto net = model::as_encoder_decoder(loaded.model, "normlab evaluate");  // it translates
     const auto vocab = checkpoint_vocab(loaded, o->checkpoint, o->vocab);
     // The loss as the run trained it, unless told otherwise.
     const auto trained = loaded.meta.value("config", nlohmann::json::object()).value("loss", nlohmann::json::object());

@@ -21,7 +21,7 @@
 #include "data/corpus.h"
 #include "data/vocab.h"
 #include "model/checkpoint.h"
-#include "model/init.h"
+#include "model/model.h"
 #include "model_options.h"
 #include "precision_option.h"
 #include "train/criterion.h"
@@ -191,7 +191,7 @@ Runner add_hessian_command(CLI::App& app, const GlobalOptions& global) {
                                {"label_smoothing", o->label_smoothing}, {"ls_formula", o->ls_formula}, {"z_loss", o->z_loss},
                                {"params", o->params}, {"dtype", o->dtype}, {"device", device.str()}};
 
-    model::Seq2Seq net{nullptr};
+    model::Model net{nullptr};
     std::unique_ptr<model::LoadedModel> loaded;
     if (!o->checkpoint.empty()) {
       loaded = std::make_unique<model::LoadedModel>(model::load_model(o->checkpoint));
@@ -207,12 +207,11 @@ Runner add_hessian_command(CLI::App& app, const GlobalOptions& global) {
     auto batches = load_batches(*o, vocab, config.max_positions, resolved, note);
     if (!net) {
       config.src_vocab_size = config.tgt_vocab_size = vocab.size();
-      net = model::Seq2Seq(config);
+      net = model::create_model(config);
       net->to(dtype);
       // admin-profile profiles on the first batch of the data (docs/hessian.md)
-      const model::ProfileBatch profile{batches.front().src, batches.front().prev_output_tokens};
       model::initialize(net, o->run.seed,
-                        config.scheme.init == model::InitMethod::kAdminProfile ? &profile : nullptr);
+                        config.scheme.init == model::InitMethod::kAdminProfile ? &batches.front() : nullptr);
       resolved["init_seed"] = o->run.seed;
     }
     net->to(dtype);

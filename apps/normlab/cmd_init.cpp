@@ -7,7 +7,7 @@
 #include "core/tokens.h"
 #include "data/id_text.h"
 #include "model/checkpoint.h"
-#include "model/init.h"
+#include "model/model.h"
 #include "model_options.h"
 
 namespace normlab::app {
@@ -23,7 +23,7 @@ struct InitOptions {
 
 // Admin's profiling batch: the given id files, or (documented in docs/schemes.md) 16 random
 // sentences of 24 tokens when none are given.
-model::ProfileBatch profile_batch(const InitOptions& o, const model::ModelConfig& c) {
+data::Batch profile_batch(const InitOptions& o, const model::ModelConfig& c) {
   if (!o.profile_src.empty() || !o.profile_tgt.empty()) {
     if (o.profile_src.empty() || o.profile_tgt.empty())
       throw std::invalid_argument("--profile-src-ids and --profile-tgt-ids go together");
@@ -58,9 +58,9 @@ Runner add_init_command(CLI::App& app, const GlobalOptions&) {
   return [o] {
     const auto config = o->model.resolve();
     const auto dtype = parse_dtype(o->dtype);
-    model::Seq2Seq net(config);
+    auto net = model::create_model(config);
     net->to(dtype);
-    model::ProfileBatch batch;
+    data::Batch batch;
     if (config.scheme.init == model::InitMethod::kAdminProfile) {
       torch::manual_seed(o->seed);
       batch = profile_batch(*o, config);

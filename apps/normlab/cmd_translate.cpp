@@ -53,7 +53,7 @@ Runner add_translate_command(CLI::App& app, const GlobalOptions& global) {
   return [o, &global] {
     core::throw_if_problems(o->beam.validate());
     auto loaded = model::load_model(o->checkpoint);
-    auto& net = loaded.model;
+    auto net = model::as_encoder_decoder(loaded.model, "normlab translate");
     std::vector<data::Sentence> sources;
     std::optional<data::Vocab> vocab;
     if (o->ids) {

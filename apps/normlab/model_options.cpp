@@ -1,6 +1,9 @@
 #include "model_options.h"
 
+#include <algorithm>
+
 #include "core/tokens.h"
+#include "model/model.h"
 
 namespace normlab::app {
 
@@ -12,6 +15,8 @@ torch::Dtype parse_dtype(const std::string& s) {
 
 void ModelOptions::add_to(CLI::App& cmd, bool vocab_options) {
   const std::string g = "Model";
+  cmd.add_option("--model-kind", kind_, "the model kind: " + model::model_kind_choices() + " (docs/architecture.md)")
+      ->capture_default_str()->group(g);
   std::string schemes;
   for (const auto& name : model::scheme_names()) schemes += (schemes.empty() ? "" : "|") + name;
   cmd.add_option("--scheme", scheme_, schemes)->capture_default_str()->group(g);
@@ -78,6 +83,10 @@ model::SchemeOverrides ModelOptions::scheme_overrides() const {
 
 model::ModelConfig ModelOptions::resolve(bool vocab_from_data) const {
   model::ModelConfig c = sizes_;  // dropout, positions, rezero alpha as given (or defaults)
+  const auto kinds = model::model_kinds();
+  if (std::find(kinds.begin(), kinds.end(), kind_) == kinds.end())
+    throw std::invalid_argument("--model-kind: unknown value '" + kind_ + "', expected " + model::model_kind_choices());
+  c.kind = kind_;
   model::apply_preset(preset_, c);
   auto override_with = [](CLI::Option* opt, int64_t value, int64_t& field) {
     if (opt->count() > 0) field = value;

@@ -29,6 +29,7 @@ class ModelOptions {
   model::SchemeOverrides scheme_overrides() const;
 
  private:
+  std::string kind_ = model::kEncoderDecoder;
   std::string scheme_ = "post-ln";
   std::string preset_ = "iwslt-small";
   std::string norm_, residual_, init_, norm_kind_;

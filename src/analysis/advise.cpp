@@ -14,8 +14,8 @@
 #include "analysis/lanczos.h"
 #include "core/file_io.h"
 #include "core/problems.h"
-#include "model/init.h"
-#include "model/seq2seq.h"
+#include "model/model.h"
+#include "model/model.h"
 
 namespace normlab::analysis {
 namespace {
@@ -90,9 +90,8 @@ nlohmann::json run_advise(const AdviseConfig& c) {
   for (int64_t s = 0; s < c.seeds; ++s) {
     const uint64_t seed = c.seed + static_cast<uint64_t>(s);
     auto batches = source.batches(seed, c.batches);
-    model::Seq2Seq net(m);
-    const model::ProfileBatch profile{batches.front().src, batches.front().prev_output_tokens};
-    model::initialize(net, seed, &profile);
+    auto net = model::create_model(m);
+    model::initialize(net, seed, &batches.front());
     // Dropout off (FullDataHessian sets eval mode), the training loss.
     FullDataHessian h(net, std::move(batches), train::LossOptions{c.label_smoothing}, ".*", torch::kCPU);
     const auto gradient = h.gradient().first.clone();

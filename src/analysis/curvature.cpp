@@ -132,7 +132,7 @@ double first_step_preconditioned_sharpness(const FullDataHessian& h, const train
 }
 
 CurvatureSeries::CurvatureSeries(const train::CurvatureConfig& config, const train::OptimizerConfig& optimizer,
-                                 model::Seq2Seq net, std::vector<data::Batch> probe, const train::LossOptions& loss,
+                                 model::Model net, std::vector<data::Batch> probe, const train::LossOptions& loss,
                                  const torch::Device& device, std::string file, int64_t done_updates, bool writes,
                                  core::ProcessGroup group)
     : config_(config), net_(std::move(net)), probe_(std::move(probe)), loss_(loss), device_(device),

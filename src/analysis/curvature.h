@@ -76,7 +76,7 @@ class CurvatureSeries final {
   // `probe`: the probe set's batches; `file`: RUN_DIR/curvature.jsonl, whose records after
   // `done_updates` are dropped (a resumed run writes them again); only `writes` writes it.
   // Throws std::invalid_argument (curvature_problem) for an optimiser without a threshold.
-  CurvatureSeries(const train::CurvatureConfig& config, const train::OptimizerConfig& optimizer, model::Seq2Seq net,
+  CurvatureSeries(const train::CurvatureConfig& config, const train::OptimizerConfig& optimizer, model::Model net,
                   std::vector<data::Batch> probe, const train::LossOptions& loss, const torch::Device& device,
                   std::string file, int64_t done_updates, bool writes, core::ProcessGroup group);
   void measure(int64_t update, double next_lr, const train::Optimizer& optimizer);
@@ -85,7 +85,7 @@ class CurvatureSeries final {
 
  private:
   train::CurvatureConfig config_;
-  model::Seq2Seq net_;
+  model::Model net_;
   std::vector<data::Batch> probe_;
   train::LossOptions loss_;
   torch::Device device_;

@@ -9,7 +9,7 @@
 
 namespace normlab::analysis {
 
-FullDataHessian::FullDataHessian(model::Seq2Seq model, std::vector<data::Batch> batches,
+FullDataHessian::FullDataHessian(model::Model model, std::vector<data::Batch> batches,
                                  const train::LossOptions& loss, const std::string& params_regex,
                                  const torch::Device& device, bool keep_graphs, core::ProcessGroup group)
     : model_(std::move(model)), group_(std::move(group)), loss_(loss), device_(device), keep_graphs_(keep_graphs) {

@@ -13,7 +13,7 @@
 
 #include "core/process_group.h"
 #include "data/batch.h"
-#include "model/seq2seq.h"
+#include "model/model.h"
 #include "train/criterion.h"
 
 namespace normlab::analysis {
@@ -32,7 +32,7 @@ class FullDataHessian {
   // single-batch mode keeps its one graph the same way); memory: all batches' graphs at once.
   // With several ranks in `group`, every rank is given the whole set's batches, keeps every
   // WORLD_SIZE-th, and each product and gradient is the all-reduced sum: the same on every rank.
-  FullDataHessian(model::Seq2Seq model, std::vector<data::Batch> batches, const train::LossOptions& loss,
+  FullDataHessian(model::Model model, std::vector<data::Batch> batches, const train::LossOptions& loss,
                   const std::string& params_regex, const torch::Device& device, bool keep_graphs = false,
                   core::ProcessGroup group = core::ProcessGroup());
 
@@ -69,7 +69,7 @@ class FullDataHessian {
   // the loss does not reach the parameter, zeros).
   void add_into(torch::Tensor& out, const std::vector<torch::Tensor>& parts, bool first) const;
 
-  mutable model::Seq2Seq model_;  // forward() is not const
+  mutable model::Model model_;  // forward() is not const
   std::vector<data::Batch> batches_;  // this rank's share
   mutable core::ProcessGroup group_;
   train::LossOptions loss_;

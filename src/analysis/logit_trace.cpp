@@ -27,22 +27,16 @@ void append(const std::string& file, const std::string& rows) {
 
 }  // namespace
 
-LogitTracer::LogitTracer(model::Seq2Seq net, const std::string& dir, int64_t done_steps) : net_(std::move(net)) {
+LogitTracer::LogitTracer(model::Model net, const std::string& dir, int64_t done_steps) : net_(std::move(net)) {
   std::filesystem::create_directories(dir);
   attention_csv_ = (std::filesystem::path(dir) / "attention_logits.csv").string();
   output_csv_ = (std::filesystem::path(dir) / "output_logits.csv").string();
   core::write_file_atomic(attention_csv_, kAttentionHeader + kept_csv_rows(attention_csv_, done_steps));
   core::write_file_atomic(output_csv_, kOutputHeader + kept_csv_rows(output_csv_, done_steps));
-  auto add = [&](const std::string& stack, size_t layer, const char* name, model::MultiheadAttention& a) {
-    heads_.push_back({stack + "," + std::to_string(layer) + "," + name, a.get(), torch::Tensor()});
-  };
-  for (size_t i = 0; i < net_->encoder->layers->size(); ++i)
-    add("encoder", i, "self_attn", net_->encoder->layers[i]->as<model::EncoderLayerImpl>()->self_attn);
-  for (size_t i = 0; i < net_->decoder->layers->size(); ++i) {
-    auto* layer = net_->decoder->layers[i]->as<model::DecoderLayerImpl>();
-    add("decoder", i, "self_attn", layer->self_attn);
-    add("decoder", i, "encoder_attn", layer->encoder_attn);
-  }
+  for (auto& stack : net_->stacks())
+    for (size_t i = 0; i < stack.layers.size(); ++i)
+      for (auto& [name, attention] : stack.layers[i].attentions)
+        heads_.push_back({stack.name + "," + std::to_string(i) + "," + name, attention.get(), torch::Tensor()});
   for (auto& h : heads_) {
     auto* head = &h;
     h.attention->set_score_observer([this, head](const torch::Tensor& scores) {

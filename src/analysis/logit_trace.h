@@ -17,7 +17,7 @@
 
 #include <torch/types.h>
 
-#include "model/seq2seq.h"
+#include "model/model.h"
 #include "train/callback.h"
 
 namespace normlab::analysis {
@@ -25,7 +25,7 @@ namespace normlab::analysis {
 class LogitTracer final {
  public:
   // Hooks every attention of `net`; keeps DIR's rows of updates <= done_steps (rewritten atomically).
-  LogitTracer(model::Seq2Seq net, const std::string& dir, int64_t done_steps);
+  LogitTracer(model::Model net, const std::string& dir, int64_t done_steps);
   ~LogitTracer();  // removes the hooks
   void output(const torch::Tensor& logits, const torch::Tensor& target);
   void end(int64_t step);
@@ -36,7 +36,7 @@ class LogitTracer final {
     model::MultiheadAttentionImpl* attention;
     torch::Tensor max_logit;       // (H) float64 over the update so far, or undefined
   };
-  model::Seq2Seq net_;
+  model::Model net_;
   std::string attention_csv_, output_csv_;
   std::vector<Head> heads_;
   double log_z_sum_ = 0, log_z_max_ = -std::numeric_limits<double>::infinity();

@@ -11,7 +11,7 @@
 #include "analysis/sites.h"
 #include "core/file_io.h"
 #include "core/problems.h"
-#include "model/init.h"
+#include "model/model.h"
 #include "model/seq2seq.h"
 #include "train/criterion.h"
 #include "train/optimizer.h"
@@ -47,7 +47,7 @@ double change(const std::vector<torch::Tensor>& a, const std::vector<torch::Tens
 
 }  // namespace
 
-void perturb_weights(model::Seq2Seq& net, const PerturbConfig& c, const data::Batch& first, uint64_t seed) {
+void perturb_weights(model::Model net, const PerturbConfig& c, const data::Batch& first, uint64_t seed) {
   train::NamedTensors matrices;
   for (const auto& p : net->named_parameters())
     if (p.value().dim() == 2) matrices.emplace_back(p.key(), p.value());
@@ -119,9 +119,9 @@ void run_perturb(const PerturbConfig& c) {
           enc_w.push_back(token_weights(b.src));
           dec_w.push_back(token_weights(b.prev_output_tokens));
         }
-        model::Seq2Seq net(m);
-        model::ProfileBatch profile{batches.front().src, batches.front().prev_output_tokens};
-        model::initialize(net, seed, &profile);
+        // The encoder's output and the decoder's: what the comparison is of.
+        auto net = model::as_encoder_decoder(model::create_model(m), "normlab perturb");
+        model::initialize(net, seed, &batches.front());
         net->eval();
         const auto before = outputs(net, batches);
         perturb_weights(net, c, batches.front(), seed);

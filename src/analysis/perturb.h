@@ -11,7 +11,7 @@
 
 #include "analysis/inputs.h"
 #include "model/config.h"
-#include "model/seq2seq.h"
+#include "model/model.h"
 
 namespace normlab::analysis {
 
@@ -48,6 +48,6 @@ void run_perturb(const PerturbConfig& config);
 // W -> W* in place, for every 2-D parameter of `net` (in the mode the caller set): kSign with
 // signs drawn from `seed`; kAdam with one Adam step at config.lr on the gradient of the mean
 // label-smoothed loss of `first` (tests/analysis/perturb_test.cpp checks it by hand).
-void perturb_weights(model::Seq2Seq& net, const PerturbConfig& config, const data::Batch& first, uint64_t seed);
+void perturb_weights(model::Model net, const PerturbConfig& config, const data::Batch& first, uint64_t seed);
 
 }  // namespace normlab::analysis

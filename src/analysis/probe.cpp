@@ -25,7 +25,7 @@
 #include "core/problems.h"
 #include "core/tokens.h"
 #include "data/vocab.h"
-#include "model/init.h"
+#include "model/model.h"
 #include "model/seq2seq.h"
 #include "train/criterion.h"
 
@@ -181,10 +181,10 @@ torch::Tensor batch_loss(model::Seq2Seq& net, const ProbeBatch& b, double eps) {
 
 model::Seq2Seq fresh_model(const ProbeConfig& c, const model::ModelConfig& m, uint64_t seed,
                            const ProbeBatch& first) {
-  model::Seq2Seq net(m);
-  model::ProfileBatch profile;
-  if (!first.x0.defined()) profile = {first.tokens.src, first.tokens.prev_output_tokens};
-  model::initialize(net, seed, first.x0.defined() ? nullptr : &profile);
+  // Xiong et al.'s quantities are of an encoder and a decoder stack (their analysis setting:
+  // the encoder's alone).
+  auto net = model::as_encoder_decoder(model::create_model(m), "normlab probe");
+  model::initialize(net, seed, first.x0.defined() ? nullptr : &first.tokens);
   if (c.analysis_setting || c.sweep) analysis_init(net);
   if (c.dropout && !(c.analysis_setting || c.sweep)) net->train(); else net->eval();
   net->set_precision(c.precision);

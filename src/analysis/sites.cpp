@@ -13,27 +13,22 @@ namespace {
 std::string norm_name(const std::string& block) { return model::block_names(block).norm; }
 }  // namespace
 
-std::vector<BlockSite> block_sites(model::Seq2Seq& net) {
+std::vector<BlockSite> block_sites(model::Model net) {
   std::vector<BlockSite> out;
-  const auto& enc = *net->encoder->layers;
-  for (size_t i = 0; i < enc.size(); ++i) {
-    auto* l = enc[i]->as<model::EncoderLayerImpl>();
-    const auto n = static_cast<int64_t>(i);
-    out.push_back({"encoder", n, norm_name("self_attn"), &l->self_attn_block, false, false, "self_attn"});
-    out.push_back({"encoder", n, norm_name("ffn"), &l->ffn_block, true, i + 1 == enc.size(), "ffn"});
-  }
-  const auto& dec = *net->decoder->layers;
-  for (size_t i = 0; i < dec.size(); ++i) {
-    auto* l = dec[i]->as<model::DecoderLayerImpl>();
-    const auto n = static_cast<int64_t>(i);
-    out.push_back({"decoder", n, norm_name("self_attn"), &l->self_attn_block, false, false, "self_attn"});
-    out.push_back({"decoder", n, norm_name("encoder_attn"), &l->encoder_attn_block, false, false, "encoder_attn"});
-    out.push_back({"decoder", n, norm_name("ffn"), &l->ffn_block, true, i + 1 == dec.size(), "ffn"});
+  for (const auto& stack : net->stacks()) {
+    for (size_t i = 0; i < stack.layers.size(); ++i) {
+      const auto& blocks = stack.layers[i].blocks;
+      for (const auto& [name, block] : blocks) {
+        const bool ffn = name == "ffn";
+        out.push_back({stack.name, static_cast<int64_t>(i), norm_name(name), block, ffn,
+                       ffn && i + 1 == stack.layers.size(), name});
+      }
+    }
   }
   return out;
 }
 
-void clear_observers(model::Seq2Seq& net) {
+void clear_observers(model::Model net) {
   for (auto& s : block_sites(net)) s.block->set_observer(nullptr);
 }
 

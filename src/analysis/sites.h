@@ -9,7 +9,7 @@
 
 #include <torch/types.h>
 
-#include "model/seq2seq.h"
+#include "model/model.h"
 
 namespace normlab::analysis {
 
@@ -23,10 +23,10 @@ struct BlockSite {
   std::string name;              // self_attn | encoder_attn | ffn
 };
 
-// Encoder blocks, then decoder blocks, in forward order.
-std::vector<BlockSite> block_sites(model::Seq2Seq& net);
+// Every stack's blocks (ModelImpl::stacks(): the encoder's, then the decoder's), in forward order.
+std::vector<BlockSite> block_sites(model::Model net);
 // Removes every block's observer.
-void clear_observers(model::Seq2Seq& net);
+void clear_observers(model::Model net);
 
 struct ParamSite {
   std::string stack;  // encoder | decoder | embedding

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include <torch/torch.h>
@@ -74,7 +75,7 @@ std::string histogram_rows(const LogHistogram& h, const train::TraceConfig& c, c
   return s.str();
 }
 
-Tracer::Tracer(const train::TraceConfig& config, model::Seq2Seq net, const std::string& dir, int64_t done_steps)
+Tracer::Tracer(const train::TraceConfig& config, model::Model net, const std::string& dir, int64_t done_steps)
     : config_(config), net_(std::move(net)), dir_(dir) {
   core::throw_if_problems(config_.problems());
   const auto named = net_->named_parameters();
@@ -93,15 +94,18 @@ Tracer::Tracer(const train::TraceConfig& config, model::Seq2Seq net, const std::
 void Tracer::begin(int64_t step) {
   step_ = step;
   norms_.clear();
+  std::set<std::string> with_final_norm;  // Pre-LN's stacks, and every other that ends in a norm
+  for (const auto& stack : net_->stacks())
+    if (stack.final_norm) with_final_norm.insert(stack.name);
   for (const auto& site : block_sites(net_)) {
-    const bool enc = site.stack == "encoder";
     const std::string key = site.stack + "," + std::to_string(site.layer) + "," + site.ln;
-    const std::string final_key = site.stack + ",-1,layer_norm";  // Pre-LN's last LayerNorm
-    const bool has_final = site.last && (enc ? net_->encoder->layer_norm : net_->decoder->layer_norm);
-    site.block->set_observer([this, enc, key, final_key, has_final](const char* what, const torch::Tensor& x) {
+    const std::string final_key = site.stack + ",-1,layer_norm";  // the stack's last norm
+    const bool has_final = site.last && with_final_norm.count(site.stack) > 0;
+    site.block->set_observer([this, stack = site.stack, key, final_key, has_final](const char* what,
+                                                                                   const torch::Tensor& x) {
       const bool ln_input = std::string(what) == "ln_input";
       if (!ln_input && !has_final) return;
-      const auto& w = enc ? enc_w_ : dec_w_;
+      const auto& w = weights_.at(stack);
       const auto& name = ln_input ? key : final_key;
       auto it = std::find_if(norms_.begin(), norms_.end(), [&](const auto& e) { return e.first == name; });
       if (it == norms_.end()) it = norms_.insert(norms_.end(), {name, Norms{}});
@@ -112,22 +116,20 @@ void Tracer::begin(int64_t step) {
   }
 }
 
-void Tracer::batch(const torch::Tensor& src, const torch::Tensor& prev_output_tokens) {
-  enc_w_ = token_weights(src);
-  dec_w_ = token_weights(prev_output_tokens);
-  src_ = src;
-  prev_output_tokens_ = prev_output_tokens;
+void Tracer::batch(const data::Batch& batch) {
+  batch_ = batch;
+  weights_.clear();
+  for (const auto& stack : net_->stacks()) weights_[stack.name] = token_weights(batch.*stack.tokens);
 }
 
 std::map<std::string, torch::Tensor> Tracer::block_outputs() {
   std::map<std::string, torch::Tensor> out;
   for (const auto& site : block_sites(net_)) {
     const std::string key = site.stack + "," + std::to_string(site.layer) + "," + site.name;
-    const bool enc = site.stack == "encoder";
-    site.block->set_observer([this, &out, key, enc](const char* what, const torch::Tensor& x) {
+    site.block->set_observer([this, &out, key, stack = site.stack](const char* what, const torch::Tensor& x) {
       if (std::string(what) != "output") return;
       // Padding rows zeroed: they take no part in the norms.
-      const auto& w = enc ? enc_w_ : dec_w_;
+      const auto& w = weights_.at(stack);
       out[key] = x.detach().to(torch::kFloat64) * w.to(x.device()).unsqueeze(-1);
     });
   }
@@ -135,8 +137,7 @@ std::map<std::string, torch::Tensor> Tracer::block_outputs() {
   net_->eval();
   {
     torch::NoGradGuard no_grad;
-    const auto device = net_->parameters().front().device();
-    net_->forward(src_.to(device), prev_output_tokens_.to(device));
+    net_->forward(batch_);
   }
   net_->train(was_training);
   clear_observers(net_);
@@ -220,7 +221,7 @@ class TraceCallback final : public train::TrainCallback {
   }
   bool wants_updates(int64_t update) const override { return tracer_ && tracer_->active(update); }
   void batch_ready(const data::Batch& b) override {
-    if (active_) tracer_->batch(b.src, b.prev_output_tokens);
+    if (active_) tracer_->batch(b);
   }
   void gradients_ready(int64_t) override {
     if (active_) tracer_->gradients();

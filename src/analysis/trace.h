@@ -19,7 +19,7 @@
 
 #include <torch/types.h>
 
-#include "model/seq2seq.h"
+#include "model/model.h"
 #include "train/callback.h"
 #include "train/instrument_config.h"
 
@@ -46,12 +46,12 @@ class Tracer final {
  public:
   // Checks the traced names against `net` (std::invalid_argument naming --trace-params);
   // keeps the rows of steps <= `done_steps` already in DIR (a resumed run).
-  Tracer(const train::TraceConfig& config, model::Seq2Seq net, const std::string& dir, int64_t done_steps);
+  Tracer(const train::TraceConfig& config, model::Model net, const std::string& dir, int64_t done_steps);
   bool active(int64_t step) const { return step >= 1 && step <= config_.steps; }
   // Starts update `step`: observes every LayerNorm's input until updates().
   void begin(int64_t step);
-  // The batch about to go forward: src (B,S), prev_output_tokens (B,T), for padding.
-  void batch(const torch::Tensor& src, const torch::Tensor& prev_output_tokens);
+  // The batch about to go forward (each stack's padding: StackView::tokens).
+  void batch(const data::Batch& batch);
   // Histograms of the traced parameters' gradients as the optimiser will see them; every
   // block's output on the last batch before the update (an extra forward, dropout off).
   void gradients();
@@ -68,12 +68,12 @@ class Tracer final {
   std::map<std::string, torch::Tensor> block_outputs();
 
   train::TraceConfig config_;
-  model::Seq2Seq net_;
+  model::Model net_;
   std::string dir_;
   std::map<std::string, torch::Tensor> params_;
   int64_t step_ = 0;
-  torch::Tensor enc_w_, dec_w_;
-  torch::Tensor src_, prev_output_tokens_;             // the update's last batch
+  std::map<std::string, torch::Tensor> weights_;       // stack -> (B,T) token weights of batch_
+  data::Batch batch_;                                   // the update's last batch
   std::map<std::string, torch::Tensor> outputs_before_;  // block key -> output before the update
   std::vector<std::pair<std::string, Norms>> norms_;  // "stack,layer,ln" in forward order
   std::string histogram_csv_, ln_csv_, rotation_csv_, output_csv_;  // rows so far

@@ -127,13 +127,13 @@ TensorMap load_tensors(const std::string& path) {
   return out;
 }
 
-TensorMap named_parameters(const Seq2Seq& model) {
+TensorMap named_parameters(const Model& model) {
   TensorMap out;
   for (const auto& p : model->named_parameters()) out[p.key()] = p.value();
   return out;
 }
 
-void save_model(const std::string& path, const Seq2Seq& model, const nlohmann::json& extra,
+void save_model(const std::string& path, const Model& model, const nlohmann::json& extra,
                 const TensorMap& extra_tensors) {
   auto tensors = named_parameters(model);
   for (const auto& [name, t] : extra_tensors) tensors[kExtraPrefix + name] = t.detach().cpu();
@@ -159,7 +159,7 @@ LoadedModel load_model(const std::string& path) {
     if (loaded.meta.at("version").get<int>() > kVersion)
       throw std::runtime_error("version " + loaded.meta.at("version").dump() +
                                " is newer than this normlab reads");
-    loaded.model = Seq2Seq(loaded.meta.at("model").get<ModelConfig>());
+    loaded.model = create_model(loaded.meta.at("model").get<ModelConfig>());
   } catch (const std::exception& e) {
     throw std::runtime_error(path + ": bad checkpoint metadata: " + e.what());
   }

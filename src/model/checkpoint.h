@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <torch/types.h>
 
-#include "model/seq2seq.h"
+#include "model/model.h"
 
 namespace normlab::model {
 
@@ -26,20 +26,20 @@ void save_tensors(const std::string& path, const TensorMap& tensors);
 TensorMap load_tensors(const std::string& path);
 
 // The model's parameters by stored name (shared tables once), on the CPU.
-TensorMap named_parameters(const Seq2Seq& model);
+TensorMap named_parameters(const Model& model);
 
 // Parameters plus metadata {"format": "normlab-checkpoint", "version": 1, "model": config,
 // "checksum": ..., ...extra}, plus `extra_tensors` (optimiser state, RNG states) under their own
 // names. The checksum covers every tensor and is checked on load. Atomic.
-void save_model(const std::string& path, const Seq2Seq& model, const nlohmann::json& extra = {},
+void save_model(const std::string& path, const Model& model, const nlohmann::json& extra = {},
                 const TensorMap& extra_tensors = {});
 
 struct LoadedModel {
-  Seq2Seq model{nullptr};
+  Model model{nullptr};
   nlohmann::json meta;
   TensorMap extra_tensors;
 };
-// Rebuilds the model from its stored configuration and loads every parameter, in the dtype it
+// Rebuilds the model, of its stored kind (model.h's registry), from its stored configuration and loads every parameter, in the dtype it
 // was saved in. Throws std::runtime_error naming the file for foreign, truncated, corrupted
 // or inconsistent checkpoints.
 LoadedModel load_model(const std::string& path);

@@ -315,9 +315,13 @@ void to_json(nlohmann::json& j, const ModelConfig& c) {
        {"embed_init", to_string(c.embed_init)},
        {"rezero_alpha_init", c.rezero_alpha_init}};
   j.update(nlohmann::json(c.scheme));  // norm, residual, init, norm_kind, ...
+  // Written for the kinds after the first only: an encoder-decoder's files stay as every
+  // earlier normlab wrote and reads them.
+  if (c.kind != kEncoderDecoder) j["kind"] = c.kind;
 }
 
 void from_json(const nlohmann::json& j, ModelConfig& c) {
+  c.kind = j.value("kind", std::string(kEncoderDecoder));
   j.at("d_model").get_to(c.d_model);
   j.at("ffn_dim").get_to(c.ffn_dim);
   j.at("heads").get_to(c.heads);

@@ -69,7 +69,12 @@ double norm_output_scale(const SchemeSettings& s, int64_t index);
 // the residual stream un-normalised).
 bool has_final_norm(const SchemeSettings& s);
 
+// The kind every model was before there were others (model.h's registry), and that
+// configurations and checkpoints without a "kind" key are.
+inline constexpr const char* kEncoderDecoder = "encoder-decoder";
+
 struct ModelConfig {
+  std::string kind = kEncoderDecoder;  // the model kind's registered name (model.h)
   int64_t d_model = 512;          // C
   int64_t ffn_dim = 1024;         // F
   int64_t heads = 4;              // H; C must be divisible by H

@@ -124,35 +124,34 @@ void scale_value_and_ffn(DecoderLayerImpl& layer, double factor) {
   layer.fc2->weight.mul_(factor);
 }
 
-void initialize(Seq2Seq& model, uint64_t seed, const ProfileBatch* profile_batch) {
-  const auto& c = model->config();
-  if (c.scheme.init == InitMethod::kAdminProfile && profile_batch == nullptr)
+void init_encoder_decoder(Seq2SeqImpl& model, const data::Batch* profile) {
+  const auto& c = model.config();
+  if (c.scheme.init == InitMethod::kAdminProfile && profile == nullptr)
     throw std::invalid_argument("--init admin-profile needs a batch to profile on");
-  torch::manual_seed(seed);
   {
     torch::NoGradGuard no_grad;
-    init_encoder(model->encoder, c);
-    init_decoder(model->decoder, c);
+    init_encoder(model.encoder, c);
+    init_decoder(model.decoder, c);
     // Norms start at weight 1, bias 0, DyT alpha 0.5 (their constructor's values); Admin's omega at 1
     // unless set above.
   }
-  if (c.scheme.init == InitMethod::kAdminProfile) profile_admin(model, *profile_batch);
+  if (c.scheme.init == InitMethod::kAdminProfile) profile_admin(model, *profile);
 }
 
-void profile_admin(Seq2Seq& model, const ProfileBatch& batch) {
-  if (model->config().scheme.residual != ResidualForm::kAdmin)
+void profile_admin(Seq2SeqImpl& model, const data::Batch& batch) {
+  if (model.config().scheme.residual != ResidualForm::kAdmin)
     throw std::invalid_argument("Admin profiling needs --residual admin");
-  const bool was_training = model->is_training();
-  model->train();  // dropout on, as in the first training step of Transformer-Clinic
-  for (auto* profile : {model->encoder->admin_profile.get(), model->decoder->admin_profile.get()})
+  const bool was_training = model.is_training();
+  model.train();  // dropout on, as in the first training step of Transformer-Clinic
+  for (auto* profile : {model.encoder->admin_profile.get(), model.decoder->admin_profile.get()})
     *profile = AdminProfile{true, 1.0};
   {
     torch::NoGradGuard no_grad;
-    model->forward(batch.src, batch.prev_output_tokens);
+    model.forward(batch.src, batch.prev_output_tokens);
   }
-  model->encoder->admin_profile->active = false;
-  model->decoder->admin_profile->active = false;
-  model->train(was_training);
+  model.encoder->admin_profile->active = false;
+  model.decoder->admin_profile->active = false;
+  model.train(was_training);
 }
 
 }  // namespace normlab::model

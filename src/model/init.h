@@ -5,23 +5,18 @@
 
 #include <torch/types.h>
 
+#include "data/batch.h"
 #include "model/seq2seq.h"
 
 namespace normlab::model {
 
-// A batch for Admin's profiling forward pass: src (B,S), prev_output_tokens (B,T).
-struct ProfileBatch {
-  torch::Tensor src;
-  torch::Tensor prev_output_tokens;
-};
+// The encoder-decoder's init_parameters() (model.h's initialize() seeds first): every parameter
+// as model.config().scheme.init says. admin-profile needs `profile` (throws otherwise).
+void init_encoder_decoder(Seq2SeqImpl& model, const data::Batch* profile);
 
-// Seeds torch's generator with `seed`, then initialises every parameter as
-// model->config().scheme.init says. admin-profile needs `profile_batch` (throws otherwise).
-void initialize(Seq2Seq& model, uint64_t seed, const ProfileBatch* profile_batch = nullptr);
-
-// Admin profiling alone (REFERENCE §1): one training-mode forward on `batch` that sets every
-// omega. Exposed for tests; initialize() calls it for admin-profile.
-void profile_admin(Seq2Seq& model, const ProfileBatch& batch);
+// Admin profiling alone (REFERENCE §1): one training-mode forward on `batch` (its src and
+// prev_output_tokens) that sets every omega.
+void profile_admin(Seq2SeqImpl& model, const data::Batch& batch);
 
 // The pieces initialize() is made of, for layers added to a trained model (model/stacking.h).
 // fairseq's Xavier-uniform (q, k, v gain 1/sqrt(2): they were one fused matrix; out_proj,

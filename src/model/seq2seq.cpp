@@ -1,21 +1,21 @@
 #include "model/seq2seq.h"
 
+#include <cmath>
+
+#include <nlohmann/json.hpp>
 #include <torch/torch.h>
+
+#include "core/tokens.h"
+#include "model/init.h"
+#include "model/scheme_constants.h"
 
 namespace normlab::model {
 
-namespace {
-const ModelConfig& validated(const ModelConfig& c) {
-  c.validate();
-  return c;
-}
-}  // namespace
-
-Seq2SeqImpl::Seq2SeqImpl(const ModelConfig& config) : config_(validated(config)) {
-  encoder = register_module("encoder", Encoder(config_));
+Seq2SeqImpl::Seq2SeqImpl(const ModelConfig& config) : ModelImpl(config) {
+  const auto& c = this->config();
+  encoder = register_module("encoder", Encoder(c));
   decoder = register_module(
-      "decoder",
-      Decoder(config_, config_.share == SharedEmbeddings::kAll ? encoder->embed_tokens : nullptr));
+      "decoder", Decoder(c, c.share == SharedEmbeddings::kAll ? encoder->embed_tokens : nullptr));
 }
 
 torch::Tensor Seq2SeqImpl::forward(const torch::Tensor& src, const torch::Tensor& prev_output_tokens) {
@@ -23,12 +23,40 @@ torch::Tensor Seq2SeqImpl::forward(const torch::Tensor& src, const torch::Tensor
   return decoder(prev_output_tokens, encoder(src));
 }
 
-PrecisionGuard Seq2SeqImpl::precision_guard() const {
-  return PrecisionGuard(precision_, encoder->embed_tokens->weight.device());
+torch::Tensor Seq2SeqImpl::forward(const data::Batch& batch) {
+  const auto device = encoder->embed_tokens->weight.device();
+  return forward(batch.src.to(device), batch.prev_output_tokens.to(device));
+}
+
+void Seq2SeqImpl::init_parameters(const data::Batch* profile) { init_encoder_decoder(*this, profile); }
+
+namespace {
+
+template <typename Layer>
+LayerView layer_view(Layer& layer) {
+  LayerView v;
+  v.blocks.emplace_back("self_attn", &layer.self_attn_block);
+  v.attentions.emplace_back("self_attn", layer.self_attn);
+  if constexpr (std::is_same_v<Layer, DecoderLayerImpl>) {
+    v.blocks.emplace_back("encoder_attn", &layer.encoder_attn_block);
+    v.attentions.emplace_back("encoder_attn", layer.encoder_attn);
+  }
+  v.blocks.emplace_back("ffn", &layer.ffn_block);
+  return v;
+}
+
+}  // namespace
+
+std::vector<StackView> Seq2SeqImpl::stacks() {
+  StackView enc{"encoder", {}, encoder->layer_norm, &data::Batch::src};
+  for (const auto& m : *encoder->layers) enc.layers.push_back(layer_view(*m->as<EncoderLayerImpl>()));
+  StackView dec{"decoder", {}, decoder->layer_norm, &data::Batch::prev_output_tokens};
+  for (const auto& m : *decoder->layers) dec.layers.push_back(layer_view(*m->as<DecoderLayerImpl>()));
+  return {std::move(enc), std::move(dec)};
 }
 
 std::map<std::string, std::string> Seq2SeqImpl::tied_aliases() const {
-  switch (config_.share) {
+  switch (config().share) {
     case SharedEmbeddings::kAll:
       return {{"decoder.embed_tokens.weight", "encoder.embed_tokens.weight"},
               {"decoder.output_projection.weight", "encoder.embed_tokens.weight"}};
@@ -38,6 +66,35 @@ std::map<std::string, std::string> Seq2SeqImpl::tied_aliases() const {
       break;
   }
   return {};
+}
+
+nlohmann::json Seq2SeqImpl::manifest() const {
+  const auto& c = config();
+  const bool deepnorm = c.scheme.residual == ResidualForm::kDeepNorm;
+  return {
+      {"scheme",
+       {{"norm", to_string(c.scheme.norm)},
+        {"residual", to_string(c.scheme.residual)},
+        {"init", to_string(c.scheme.init)},
+        {"norm_kind", to_string(c.scheme.norm_kind)},
+        {"mix_ln_alpha", c.scheme.mix_alpha},
+        {"ln_scaling", c.scheme.ln_scaling},
+        {"qk_norm", c.scheme.qk_norm},
+        {"dyt_alpha_init", kDyTAlphaInit},
+        {"encoder_alpha", deepnorm ? deepnorm_encoder_alpha(c.encoder_layers, c.decoder_layers) : 1.0},
+        {"decoder_alpha", deepnorm ? deepnorm_decoder_alpha(c.decoder_layers) : 1.0}}},
+      {"special_tokens", {{"bos", kBos}, {"pad", kPad}, {"eos", kEos}, {"unk", kUnk}}},
+      {"source_append_eos", true},
+      {"decoder_start_token", kEos},
+      {"position_offset", kPositionOffset},
+      {"embed_scale", std::sqrt(static_cast<double>(c.d_model))},
+      {"layer_norm_eps", kNormEps},  // LayerNorm and RMSNorm
+  };
+}
+
+Seq2Seq as_encoder_decoder(const Model& model, const std::string& what) {
+  if (auto seq2seq = std::dynamic_pointer_cast<Seq2SeqImpl>(model.ptr())) return Seq2Seq(seq2seq);
+  throw std::invalid_argument(what + " needs an " + kEncoderDecoder + " model, not " + model->kind());
 }
 
 }  // namespace normlab::model

@@ -1,44 +1,47 @@
-// The encoder-decoder model. The scheme is fixed at construction (ModelConfig::scheme).
+// The encoder-decoder model, the first model kind (model.h; registered as "encoder-decoder").
+// The scheme is fixed at construction (ModelConfig::scheme).
 #pragma once
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include <torch/nn/module.h>
 
 #include "model/config.h"
 #include "model/layers.h"
-#include "model/precision.h"
+#include "model/model.h"
 
 namespace normlab::model {
 
-class Seq2SeqImpl : public torch::nn::Module {
+class Seq2SeqImpl : public ModelImpl {
  public:
   explicit Seq2SeqImpl(const ModelConfig& config);  // validates config
 
   // src (B,S), prev_output_tokens (B,T) -> logits (B,T,V), in precision() (bf16/fp16 logits
   // under mixed precision: the loss takes them to fp32).
   torch::Tensor forward(const torch::Tensor& src, const torch::Tensor& prev_output_tokens);
+  // The batch's src and prev_output_tokens, on the parameters' device.
+  torch::Tensor forward(const data::Batch& batch) override;
 
-  // Mixed precision of forward() and of decoding (precision.h): a run-time setting, not part
-  // of the configuration or the checkpoint (the weights stay fp32). Default fp32.
-  void set_precision(Precision p) { precision_ = p; }
-  Precision precision() const { return precision_; }
-  // A guard for precision() on the device of the weights, for code that calls the encoder
-  // and decoder directly (beam search, probes).
-  PrecisionGuard precision_guard() const;
-
-  const ModelConfig& config() const { return config_; }
-  // fairseq names of shared tables that are not stored separately: alias -> stored name.
-  std::map<std::string, std::string> tied_aliases() const;
+  // initialize()'s work for every scheme (init.h); Admin's profiling pass on `profile`.
+  void init_parameters(const data::Batch* profile) override;
+  // The encoder's stack (self_attn, ffn blocks; it reads src), then the decoder's (self_attn,
+  // encoder_attn, ffn; it reads prev_output_tokens).
+  std::vector<StackView> stacks() override;
+  std::map<std::string, std::string> tied_aliases() const override;
+  // Scheme constants (DeepNorm's alphas, DyT's alpha), special tokens, the source's eos, the
+  // decoder's start token, position offset, embedding scale, the norms' eps.
+  nlohmann::json manifest() const override;
 
   Encoder encoder{nullptr};
   Decoder decoder{nullptr};
-
- private:
-  ModelConfig config_;
-  Precision precision_ = Precision::kFp32;
 };
 TORCH_MODULE(Seq2Seq);
+
+// `model` as the encoder-decoder, for what only that kind has (decoding, layers added to its
+// stacks, the probes of its two stacks). Throws std::invalid_argument "`what` needs an
+// encoder-decoder model, not KIND" for the other kinds.
+Seq2Seq as_encoder_decoder(const Model& model, const std::string& what);
 
 }  // namespace normlab::model

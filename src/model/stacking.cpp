@@ -10,6 +10,7 @@
 #include <torch/torch.h>
 
 #include "core/tokens.h"
+#include "model/init.h"
 #include "model/scheme_constants.h"
 
 namespace normlab::model {
@@ -38,7 +39,7 @@ double max_token_norm(const torch::Tensor& x, const torch::Tensor& tokens) {
 
 // Runs `forward` on each batch in eval mode without gradients; restores the training mode.
 template <typename F>
-void over_batches(Seq2Seq& model, const std::vector<ProfileBatch>& batches, F forward) {
+void over_batches(Seq2Seq& model, const std::vector<data::Batch>& batches, F forward) {
   const bool was_training = model->is_training();
   model->eval();
   torch::NoGradGuard no_grad;
@@ -49,14 +50,14 @@ void over_batches(Seq2Seq& model, const std::vector<ProfileBatch>& batches, F fo
 // The largest token norm of `block`'s output over `batches`, each run by forward(batch, tokens,
 // mu), which sets the tokens whose padding the block's output has and may raise mu itself.
 template <typename F>
-double max_block_output_norm(Seq2Seq& model, ResidualBlock& block, const std::vector<ProfileBatch>& batches,
+double max_block_output_norm(Seq2Seq& model, ResidualBlock& block, const std::vector<data::Batch>& batches,
                              F forward) {
   double mu = 0.0;
   torch::Tensor tokens;
   block.set_observer([&](const char* what, const torch::Tensor& x) {
     if (std::strcmp(what, "output") == 0) mu = std::max(mu, max_token_norm(x, tokens));
   });
-  over_batches(model, batches, [&](const ProfileBatch& b) { forward(b, tokens, mu); });
+  over_batches(model, batches, [&](const data::Batch& b) { forward(b, tokens, mu); });
   block.set_observer(nullptr);
   return mu;
 }
@@ -114,19 +115,19 @@ void to_json(nlohmann::json& j, const StackingReport& r) {
        {"t_fixup_encoder", r.t_fixup_encoder}, {"t_fixup_decoder", r.t_fixup_decoder}};
 }
 
-double max_encoder_input_norm(Seq2Seq& model, int64_t trained_layers, const std::vector<ProfileBatch>& batches) {
+double max_encoder_input_norm(Seq2Seq& model, int64_t trained_layers, const std::vector<data::Batch>& batches) {
   if (trained_layers < 1 || trained_layers >= static_cast<int64_t>(model->encoder->layers->size())) return 0.0;
   return max_block_output_norm(model, model->encoder->layers[trained_layers - 1]->as<EncoderLayerImpl>()->ffn_block,
-                               batches, [&](const ProfileBatch& b, torch::Tensor& tokens, double&) {
+                               batches, [&](const data::Batch& b, torch::Tensor& tokens, double&) {
                                  tokens = b.src;
                                  model->encoder->forward(b.src);
                                });
 }
 
-double max_decoder_input_norm(Seq2Seq& model, int64_t trained_layers, const std::vector<ProfileBatch>& batches) {
+double max_decoder_input_norm(Seq2Seq& model, int64_t trained_layers, const std::vector<data::Batch>& batches) {
   if (trained_layers < 1 || trained_layers >= static_cast<int64_t>(model->decoder->layers->size())) return 0.0;
   return max_block_output_norm(model, model->decoder->layers[trained_layers - 1]->as<DecoderLayerImpl>()->ffn_block,
-                               batches, [&](const ProfileBatch& b, torch::Tensor& tokens, double& mu) {
+                               batches, [&](const data::Batch& b, torch::Tensor& tokens, double& mu) {
                                  const auto encoder = model->encoder->forward(b.src);
                                  mu = std::max(mu, max_token_norm(encoder.out, b.src));  // what the cross-attention reads
                                  tokens = b.prev_output_tokens;
@@ -135,7 +136,7 @@ double max_decoder_input_norm(Seq2Seq& model, int64_t trained_layers, const std:
 }
 
 GrownModel add_layers(const Seq2Seq& trained, const AddedLayers& added, uint64_t seed,
-                      const std::vector<ProfileBatch>& batches) {
+                      const std::vector<data::Batch>& batches) {
   const auto& old = trained->config();
   const auto problems = added_layer_problems(old, added);
   if (!problems.empty()) {

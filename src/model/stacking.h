@@ -10,7 +10,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "model/config.h"
-#include "model/init.h"
+#include "data/batch.h"
 #include "model/seq2seq.h"
 
 namespace normlab::model {
@@ -59,10 +59,10 @@ void to_json(nlohmann::json& j, const StackingReport& r);
 // The largest L2 norm of a non-padding token's vector among the inputs of the first added
 // encoder layer (the output of the trained layers) over `batches`, in eval mode. 0 without
 // added encoder layers.
-double max_encoder_input_norm(Seq2Seq& model, int64_t trained_layers, const std::vector<ProfileBatch>& batches);
+double max_encoder_input_norm(Seq2Seq& model, int64_t trained_layers, const std::vector<data::Batch>& batches);
 // The same for the first added decoder layer: the largest of its input (the output of the
 // trained decoder layers) and of the encoder output that its cross-attention reads.
-double max_decoder_input_norm(Seq2Seq& model, int64_t trained_layers, const std::vector<ProfileBatch>& batches);
+double max_decoder_input_norm(Seq2Seq& model, int64_t trained_layers, const std::vector<data::Batch>& batches);
 
 struct GrownModel {
   Seq2Seq model{nullptr};
@@ -73,6 +73,6 @@ struct GrownModel {
 // mu on `batches` (the training data): the encoder's first, then, with the encoder's added
 // layers already scaled, the decoder's. Throws std::invalid_argument for added_layer_problems().
 GrownModel add_layers(const Seq2Seq& trained, const AddedLayers& added, uint64_t seed,
-                      const std::vector<ProfileBatch>& batches);
+                      const std::vector<data::Batch>& batches);
 
 }  // namespace normlab::model

@@ -15,6 +15,7 @@ void BleuValidation::add_settings(nlohmann::json& config) const { validator_.add
 void BleuValidation::train_begins(const RunContext& run) {
   if (!on_) return;
   run_ = &run;
+  net_ = model::as_encoder_decoder(run.net, "--eval-bleu");  // the kinds that decode
   const auto& c = run.config;
   validator_.prepare(run.vocab, data::read_parallel(c.valid_prefix, c.src_lang, c.tgt_lang).tgt);
 }
@@ -29,8 +30,7 @@ void BleuValidation::validation_done(nlohmann::json& record) {
   std::vector<data::Sentence> sources(corpus.src.size());
   for (auto i : corpus.kept)
     if (static_cast<size_t>(i) % size == rank) sources[static_cast<size_t>(i)] = corpus.src[static_cast<size_t>(i)];
-  auto net = run_->net;
-  auto hyps = validator_.translate(net, sources);
+  auto hyps = validator_.translate(net_, sources);
   if (size > 1) {
     const auto all = group.all_gather(nlohmann::json(hyps).dump());
     for (size_t r = 0; r < size; ++r) {

@@ -21,6 +21,7 @@ class BleuValidation final : public TrainCallback {
   BleuValidator& validator_;
   bool on_;
   const RunContext* run_ = nullptr;
+  model::Seq2Seq net_{nullptr};  // run_->net as the encoder-decoder that it decodes
 };
 
 }  // namespace normlab::train

@@ -17,7 +17,7 @@
 #include "data/batch.h"
 #include "data/vocab.h"
 #include "model/checkpoint.h"
-#include "model/seq2seq.h"
+#include "model/model.h"
 #include "train/optimizer.h"
 #include "train/train_config.h"
 #include "train/train_data.h"
@@ -27,7 +27,7 @@ namespace normlab::train {
 // What a callback may use of a run once it is set up (train_begins); it lives until train() returns.
 struct RunContext {
   const TrainConfig& config;      // as resolved (--init-from: the grown model; vocabulary sizes 0, see net)
-  model::Seq2Seq net;             // on its device, in training mode
+  model::Model net;               // on its device, in training mode
   std::string dir;                // RUN_DIR
   int64_t update = 0;             // updates made before this run (0: a new run)
   int64_t epoch = 1;              // the epoch it starts in

@@ -4,7 +4,7 @@
 
 namespace normlab::train {
 
-CorpusLoss corpus_loss(model::Seq2Seq& model, const std::vector<data::Sentence>& src,
+CorpusLoss corpus_loss(model::Model model, const std::vector<data::Sentence>& src,
                        const std::vector<data::Sentence>& tgt, const std::vector<int64_t>& indices,
                        const data::BatchingConfig& batching, uint64_t seed, const LossOptions& options,
                        const data::Shard& shard) {

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "data/batching.h"
-#include "model/seq2seq.h"
+#include "model/model.h"
 #include "train/criterion.h"
 
 namespace normlab::train {
@@ -21,7 +21,7 @@ struct CorpusLoss {
 // model's mode is restored afterwards. Only the batches `shard` owns (one rank's share; the
 // caller sums them). The loss is criterion.h's without the z-loss whatever options.z_loss says:
 // the z-loss is a training regulariser, and without it validation losses compare across runs.
-CorpusLoss corpus_loss(model::Seq2Seq& model, const std::vector<data::Sentence>& src,
+CorpusLoss corpus_loss(model::Model model, const std::vector<data::Sentence>& src,
                        const std::vector<data::Sentence>& tgt, const std::vector<int64_t>& indices,
                        const data::BatchingConfig& batching, uint64_t seed, const LossOptions& options,
                        const data::Shard& shard = {});

@@ -14,10 +14,9 @@ std::vector<std::string> LossOptions::problems() const {
   return out;
 }
 
-BatchLoss loss(model::Seq2Seq& model, const data::Batch& batch, const LossOptions& options) {
-  const auto device = model->parameters().front().device();
-  auto logits = model->forward(batch.src.to(device), batch.prev_output_tokens.to(device));  // (B,T,V)
-  auto sums = label_smoothed_nll(logits, batch.target.to(device), options.label_smoothing, options.formula, kPad,
+BatchLoss loss(model::Model model, const data::Batch& batch, const LossOptions& options) {
+  auto logits = model->forward(batch);  // (B,T,V)
+  auto sums = label_smoothed_nll(logits, batch.target.to(logits.device()), options.label_smoothing, options.formula, kPad,
                                  options.z_loss);
   return {std::move(sums), std::move(logits)};
 }

@@ -9,7 +9,7 @@
 #include <torch/types.h>
 
 #include "data/batch.h"
-#include "model/seq2seq.h"
+#include "model/model.h"
 #include "train/loss.h"
 
 namespace normlab::train {
@@ -28,9 +28,9 @@ struct BatchLoss {
   torch::Tensor logits;  // (B,T,V) in the model's precision, for instruments that look at them
 };
 
-// The model's forward on batch (src, prev_output_tokens and target moved to the device of the
-// model's parameters) in its current mode (dropout) and autograd mode, then
-// label_smoothed_nll with `options`, padding kPad.
-BatchLoss loss(model::Seq2Seq& model, const data::Batch& batch, const LossOptions& options);
+// The forward of the model's kind on `batch` (model.h: the kind reads its fields, on the
+// device of its parameters) in its current mode (dropout) and autograd mode, then
+// label_smoothed_nll against the batch's target with `options`, padding kPad.
+BatchLoss loss(model::Model model, const data::Batch& batch, const LossOptions& options);
 
 }  // namespace normlab::train

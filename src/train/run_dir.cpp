@@ -83,7 +83,7 @@ std::optional<model::LoadedModel> RunDir::newest_checkpoint() {
   return std::nullopt;
 }
 
-void RunDir::save(const std::vector<std::string>& names, const model::Seq2Seq& net, const nlohmann::json& meta,
+void RunDir::save(const std::vector<std::string>& names, const model::Model& net, const nlohmann::json& meta,
                   const model::TensorMap& extra) const {
   if (!writes_) return;
   for (const auto& name : names) model::save_model((checkpoints() / name).string(), net, meta, extra);

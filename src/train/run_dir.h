@@ -51,7 +51,7 @@ class RunDir {
   // The newest intact checkpoint that holds a position (last, then the others by modification time).
   std::optional<model::LoadedModel> newest_checkpoint();
   // Writes the checkpoint under each of `names` (rank 0 only; the others do nothing).
-  void save(const std::vector<std::string>& names, const model::Seq2Seq& net, const nlohmann::json& meta,
+  void save(const std::vector<std::string>& names, const model::Model& net, const nlohmann::json& meta,
             const model::TensorMap& extra) const;
   // Keeps the `keep` newest numbered checkpoints that training wrote (0: all).
   void prune(int64_t keep) const;

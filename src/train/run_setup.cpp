@@ -11,7 +11,8 @@
 #include "core/process_group.h"
 #include "data/batching.h"
 #include "data/cache.h"
-#include "model/init.h"
+#include "model/model.h"
+#include "model/seq2seq.h"
 #include "model/stacking.h"
 
 namespace normlab::train {
@@ -65,14 +66,14 @@ std::string run_vocab(const TrainConfig& c, RunDir& dir, const model::LoadedMode
 namespace {
 
 // DT-Fixup's mu is over the training data (the authors': every training example, eval mode).
-model::Seq2Seq grown_model(const TrainConfig& c, const model::LoadedModel& base, const Corpus& train, RunDir& dir) {
-  std::vector<model::ProfileBatch> batches;
+model::Model grown_model(const TrainConfig& c, const model::LoadedModel& base, const Corpus& train, RunDir& dir) {
+  std::vector<data::Batch> batches;
   for (const auto& b : data::make_batches(train.sizes, train.kept, c.batching, c.seed, 1)) {
     auto batch = gather(train, b);
     batches.push_back({batch.src, batch.prev_output_tokens});
   }
   const auto& added = c.init_from.added;
-  auto grown = model::add_layers(base.model, added, c.seed, batches);
+  auto grown = model::add_layers(model::as_encoder_decoder(base.model, "--init-from"), added, c.seed, batches);
   nlohmann::json event = {{"event", "init_from"},
                           {"update", 0},
                           {"checkpoint", c.init_from.checkpoint},
@@ -89,14 +90,13 @@ model::Seq2Seq grown_model(const TrainConfig& c, const model::LoadedModel& base,
 
 }  // namespace
 
-model::Seq2Seq new_model(const TrainConfig& c, const model::ModelConfig& model_config,
-                         const model::LoadedModel* base, const Corpus& train, RunDir& dir) {
+model::Model new_model(const TrainConfig& c, const model::ModelConfig& model_config,
+                       const model::LoadedModel* base, const Corpus& train, RunDir& dir) {
   if (base) return grown_model(c, *base, train, dir);
-  model::Seq2Seq net(model_config);
+  auto net = model::create_model(model_config);
   torch::manual_seed(c.seed);
   const auto first = data::make_batches(train.sizes, train.kept, c.batching, c.seed, 1);
-  auto b = gather(train, first.at(0));
-  model::ProfileBatch profile{b.src, b.prev_output_tokens};  // Admin profiles on the first batch
+  const auto profile = gather(train, first.at(0));  // Admin profiles on the first batch
   model::initialize(net, c.seed, &profile);
   return net;
 }

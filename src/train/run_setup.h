@@ -9,7 +9,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "model/checkpoint.h"
-#include "model/seq2seq.h"
+#include "model/model.h"
 #include "train/position.h"
 #include "train/run_dir.h"
 #include "train/train_config.h"
@@ -35,9 +35,9 @@ std::string run_vocab(const TrainConfig& c, RunDir& dir, const model::LoadedMode
                       const model::LoadedModel* base, core::ProcessGroup& group);
 
 // A new run's model: --init-from's with layers added (its event recorded), or a fresh one of
-// `model_config` initialised on the first training batch (Admin's profile).
-model::Seq2Seq new_model(const TrainConfig& c, const model::ModelConfig& model_config,
-                         const model::LoadedModel* base, const Corpus& train, RunDir& dir);
+// `model_config`'s kind initialised on the first training batch (Admin's profile).
+model::Model new_model(const TrainConfig& c, const model::ModelConfig& model_config,
+                       const model::LoadedModel* base, const Corpus& train, RunDir& dir);
 
 // What every rank of a data-parallel job must agree on (core::check_same_job): the
 // configuration, the data's and vocabulary's fingerprints, the update it resumes at (-1: none).

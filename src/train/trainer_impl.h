@@ -66,7 +66,7 @@ class Trainer {
   std::optional<data::Vocab> vocab_;
   Corpus train_, valid_;
   model::ModelConfig model_config_;
-  model::Seq2Seq net_{nullptr};
+  model::Model net_{nullptr};
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<ScaledOptimizer> scaled_;
   std::unique_ptr<RunContext> context_;

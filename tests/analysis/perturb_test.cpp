@@ -12,7 +12,7 @@
 #include "analysis/perturb.h"
 #include "core/tokens.h"
 #include "data/batch.h"
-#include "model/init.h"
+#include "model/seq2seq.h"
 #include "../model/tiny_model.h"
 #include "one_thread.h"
 

@@ -12,7 +12,6 @@
 
 #include "analysis/probe.h"
 #include "core/tokens.h"
-#include "model/init.h"
 #include "model/seq2seq.h"
 #include "train/loss.h"
 #include "../model/tiny_model.h"
@@ -186,7 +185,7 @@ model::Seq2Seq tiny_model(const ProbeConfig& c, const std::string& scheme, const
   auto m = c.model;
   m.scheme = model::scheme_by_name(scheme);
   model::Seq2Seq net(m);
-  model::ProfileBatch profile{first.src, first.prev_output_tokens};
+  data::Batch profile{first.src, first.prev_output_tokens};
   model::initialize(net, c.seed, &profile);
   net->eval();
   return net;

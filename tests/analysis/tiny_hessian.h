@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "analysis/hvp.h"
-#include "model/init.h"
+#include "model/seq2seq.h"
 #include "../model/tiny_model.h"
 
 namespace normlab::analysis {

@@ -12,7 +12,7 @@
 #include "analysis/logit_trace.h"
 #include "analysis/trace.h"
 #include "core/tokens.h"
-#include "model/init.h"
+#include "model/seq2seq.h"
 #include "../model/tiny_model.h"
 
 namespace normlab::analysis {

@@ -9,7 +9,6 @@
 
 #include "core/tokens.h"
 #include "decode/beam_search.h"
-#include "model/init.h"
 #include "model/seq2seq.h"
 #include "../model/tiny_model.h"
 

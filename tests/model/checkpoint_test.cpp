@@ -10,7 +10,7 @@
 #include <torch/torch.h>
 
 #include "model/checkpoint.h"
-#include "model/init.h"
+#include "model/seq2seq.h"
 #include "tiny_model.h"
 
 using namespace normlab::model;

@@ -8,9 +8,8 @@
 #include <torch/torch.h>
 
 #include "core/tokens.h"
-#include "model/init.h"
-#include "model/linear.h"
 #include "model/seq2seq.h"
+#include "model/linear.h"
 #include "tiny_model.h"
 
 using namespace normlab;

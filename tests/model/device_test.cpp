@@ -5,7 +5,7 @@
 
 #include "core/tokens.h"
 #include "model/checkpoint.h"
-#include "model/init.h"
+#include "model/seq2seq.h"
 #include "tiny_model.h"
 #include "train/loss.h"
 

@@ -4,7 +4,6 @@
 #include <torch/torch.h>
 
 #include "core/tokens.h"
-#include "model/init.h"
 #include "model/seq2seq.h"
 #include "tiny_model.h"
 

@@ -8,9 +8,8 @@
 #include "core/runtime.h"
 #include "core/tokens.h"
 #include "model/dropout.h"
-#include "model/init.h"
-#include "model/precision.h"
 #include "model/seq2seq.h"
+#include "model/precision.h"
 #include "tiny_model.h"
 #include "train/loss.h"
 

@@ -9,7 +9,7 @@
 #include <torch/torch.h>
 
 #include "core/tokens.h"
-#include "model/init.h"
+#include "model/seq2seq.h"
 #include "model/scheme_constants.h"
 #include "model/stacking.h"
 #include "tiny_model.h"
@@ -35,9 +35,9 @@ model::Seq2Seq trained_model(const std::string& scheme) {
 }
 
 // Two batches of 3 sentences with right padding.
-std::vector<model::ProfileBatch> batches() {
+std::vector<data::Batch> batches() {
   torch::manual_seed(11);
-  std::vector<model::ProfileBatch> out;
+  std::vector<data::Batch> out;
   for (int i = 0; i < 2; ++i) {
     auto src = torch::randint(4, 30, {3, 7}, torch::kLong);
     auto prev = torch::randint(4, 30, {3, 5}, torch::kLong);

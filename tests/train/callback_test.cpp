@@ -77,7 +77,7 @@ class Recorder final : public TrainCallback {
 
  private:
   Seen& seen_;
-  model::Seq2Seq net_{nullptr};
+  model::Model net_{nullptr};
   double loss_ = 0;
 };
 

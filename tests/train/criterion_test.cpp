@@ -9,7 +9,7 @@
 
 #include "core/tokens.h"
 #include "data/batch.h"
-#include "model/init.h"
+#include "model/seq2seq.h"
 #include "train/criterion.h"
 #include "../model/tiny_model.h"
 

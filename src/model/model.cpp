@@ -1,0 +1,80 @@
+// The model interface's shared parts and the registry of kinds: the built-in kinds one line
+// each, then those registered later (register_model_kind).
+#include "model/model.h"
+
+#include <deque>
+#include <stdexcept>
+
+#include <torch/torch.h>
+
+#include "model/seq2seq.h"
+
+namespace normlab::model {
+namespace {
+
+const ModelConfig& validated(const ModelConfig& c) {
+  c.validate();
+  return c;
+}
+
+struct KindEntry {
+  std::string name;
+  ModelFactory make;
+};
+
+std::deque<KindEntry>& registry() {
+  static std::deque<KindEntry> entries{
+      {kEncoderDecoder, [](const ModelConfig& c) { return Model(Seq2Seq(c)); }},
+  };
+  return entries;
+}
+
+const KindEntry* find(const std::string& name) {
+  for (const auto& e : registry())
+    if (e.name == name) return &e;
+  return nullptr;
+}
+
+}  // namespace
+
+ModelImpl::ModelImpl(const ModelConfig& config) : config_(validated(config)) {}
+
+c10::Device ModelImpl::device() const {
+  const auto params = parameters();
+  return params.empty() ? c10::Device(c10::kCPU) : params.front().device();
+}
+
+PrecisionGuard ModelImpl::precision_guard() const { return PrecisionGuard(precision_, device()); }
+
+void register_model_kind(const std::string& kind, ModelFactory factory) {
+  if (kind.empty() || find(kind))
+    throw std::invalid_argument("register_model_kind: the name '" + kind + "' is empty or taken (" +
+                                model_kind_choices() + ")");
+  registry().push_back({kind, std::move(factory)});
+}
+
+std::vector<std::string> model_kinds() {
+  std::vector<std::string> out;
+  for (const auto& e : registry()) out.push_back(e.name);
+  return out;
+}
+
+std::string model_kind_choices() {
+  std::string out;
+  for (const auto& e : registry()) out += (out.empty() ? "" : "|") + e.name;
+  return out;
+}
+
+Model create_model(const ModelConfig& config) {
+  const auto* entry = find(config.kind);
+  if (!entry)
+    throw std::invalid_argument("model kind '" + config.kind + "' is unknown, expected " + model_kind_choices());
+  return entry->make(config);
+}
+
+void initialize(Model model, uint64_t seed, const data::Batch* profile) {
+  torch::manual_seed(seed);
+  model->init_parameters(profile);
+}
+
+}  // namespace normlab::model
