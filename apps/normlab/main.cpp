@@ -1,11 +1,13 @@
 // normlab: one binary, one subcommand per job. Errors become one line on stderr and exit 2.
 #include <algorithm>
+#include <csignal>
 #include <exception>
 #include <iostream>
 #include <map>
 
 #include <CLI/CLI.hpp>
 #include <c10/util/Exception.h>
+#include <c10/util/Logging.h>
 
 #include "commands.h"
 #include "core/launch_env.h"
@@ -36,6 +38,12 @@ int fail(const std::string& message) {
 
 int main(int argc, char** argv) {
   using namespace normlab;
+  // A peer that went away is an error to report, not a signal that kills this rank without a
+  // word (Python ignores SIGPIPE the same way): writes to its socket fail with EPIPE instead.
+  std::signal(SIGPIPE, SIG_IGN);
+  // Failed enforcements (a failed allocation among them) throw c10::Error, reported in one line
+  // below, instead of aborting the process (LibTorch's C++ default is to abort).
+  FLAGS_caffe2_use_fatal_for_enforce = false;
   CLI::App app{"normlab: Transformer normalisation schemes, trained and looked inside"};
   app.require_subcommand(1);
   app.fallthrough();  // global options may follow the subcommand

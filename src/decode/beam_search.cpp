@@ -33,6 +33,11 @@ std::vector<std::string> BeamSearchConfig::validate() const {
     p.push_back("--max-len-a must be >= 0, got " + std::to_string(max_len_a));
   if (max_len_b < 0) p.push_back("--max-len-b must be >= 0, got " + std::to_string(max_len_b));
   if (min_len < 0) p.push_back("--min-len must be >= 0, got " + std::to_string(min_len));
+  // fairseq's SequenceGenerator asserts min_len <= max_len; with --max-len-a 0 every sentence's
+  // max_len is --max-len-b, so no translation could end: refuse it instead of printing empty lines.
+  if (max_len_a == 0 && min_len > max_len_b)
+    p.push_back("--min-len " + std::to_string(min_len) + " exceeds the longest translation allowed, --max-len-b " +
+                std::to_string(max_len_b) + " (with --max-len-a 0)");
   return p;
 }
 
@@ -44,6 +49,9 @@ std::vector<std::vector<Hypothesis>> beam_search(model::Seq2Seq& model, const to
   const int64_t beam = config.beam, cand_size = 2 * beam, V = model->config().tgt_vocab_size;
   // fairseq: k = min(2 beam, V - 1) candidates; fewer than `beam` would break the selection.
   TORCH_CHECK(V - 1 >= beam, "--beam ", beam, " needs a vocabulary of more than ", beam, " entries");
+  if (config.min_len > model->config().max_positions - 1)
+    throw std::invalid_argument("--min-len " + std::to_string(config.min_len) + " exceeds the model's longest output, " +
+                                std::to_string(model->config().max_positions - 1) + " tokens (max_positions - 1)");
   int64_t bsz = src.size(0);
   const auto n_sentences = static_cast<size_t>(bsz);
 

@@ -1,7 +1,10 @@
 #include "model/config.h"
 
+#include <unistd.h>
+
 #include <array>
 #include <cmath>
+#include <cstdio>
 #include <stdexcept>
 #include <utility>
 
@@ -240,6 +243,29 @@ std::vector<std::string> scheme_problems(const SchemeSettings& scheme) {
   return out;
 }
 
+namespace {
+
+double physical_memory_bytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) : 0.0;
+}
+
+std::string gib(double bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3g", bytes / (1024.0 * 1024.0 * 1024.0));
+  return text;
+}
+
+}  // namespace
+
+double parameter_estimate(const ModelConfig& c) {
+  const double C = static_cast<double>(c.d_model), F = static_cast<double>(c.ffn_dim);
+  const double embeddings = C * static_cast<double>(c.src_vocab_size + c.tgt_vocab_size);
+  const double encoder_layer = 4 * C * C + 2 * C * F, decoder_layer = 8 * C * C + 2 * C * F;
+  return embeddings + static_cast<double>(c.encoder_layers) * encoder_layer +
+         static_cast<double>(c.decoder_layers) * decoder_layer;
+}
+
 std::vector<std::string> ModelConfig::problems() const {
   std::vector<std::string> out;
   auto positive = [&](int64_t v, const char* option) {
@@ -269,6 +295,15 @@ std::vector<std::string> ModelConfig::problems() const {
                            std::pair{activation_dropout, "--activation-dropout"}}) {
     if (!(v >= 0.0 && v < 1.0))
       out.push_back(std::string(option) + " must be in [0, 1), got " + std::to_string(v));
+  }
+  if (out.empty()) {  // the sizes are sane: do the parameters fit in this machine's memory?
+    const double bytes = 4.0 * parameter_estimate(*this), memory = physical_memory_bytes();
+    if (memory > 0 && bytes > memory)
+      out.push_back("the model's parameters (--d-model " + std::to_string(d_model) + ", --ffn-dim " +
+                    std::to_string(ffn_dim) + ", " + std::to_string(encoder_layers) + " + " +
+                    std::to_string(decoder_layers) + " layers, vocabularies " + std::to_string(src_vocab_size) +
+                    " and " + std::to_string(tgt_vocab_size) + ") need " + gib(bytes) +
+                    " GiB in fp32, more than this machine's " + gib(memory) + " GiB of memory");
   }
   if (share == SharedEmbeddings::kAll && src_vocab_size != tgt_vocab_size)
     out.push_back("--share all needs one joint vocabulary, but source has " +

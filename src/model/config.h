@@ -97,6 +97,11 @@ struct ModelConfig {
   void validate() const;
 };
 
+// The weight matrices' and token tables' entries of an encoder-decoder of `c` (norms and biases
+// left out), in double so that absurd sizes do not overflow. ModelConfig::problems() refuses a
+// model whose fp32 parameters exceed the machine's physical memory.
+double parameter_estimate(const ModelConfig& c);
+
 // Names as written on the command line and in JSON.
 std::string to_string(NormPlacement v);
 std::string to_string(NormKind v);

@@ -127,7 +127,7 @@ void apply_synth(const std::string& path, const toml::table& t, data::SyntheticC
 }
 
 bool valid_name(const std::string& s) {
-  if (s.empty()) return false;
+  if (s.empty() || s == "." || s == "..") return false;  // the results folder itself, or its parent
   for (char ch : s)
     if (!(std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '_' || ch == '-' || ch == '=' || ch == '+'))
       return false;
@@ -297,7 +297,8 @@ std::vector<Cell> read_cells(const std::string& path, const toml::table& root, c
     if (!ct->contains("name")) fail(path, proto.line, "[[cells]] needs a name");
     proto.name = string_at(path, *ct->get("name"), "name");
     if (!valid_name(proto.name))
-      fail(path, line_of(*ct->get("name")), "cell name '" + proto.name + "': use letters, digits, . _ - = +");
+      fail(path, line_of(*ct->get("name")),
+           "cell name '" + proto.name + "': use letters, digits, . _ - = + (not . or .. alone)");
     proto.command = ct->contains("command") ? string_at(path, *ct->get("command"), "command") : "train";
     proto.ranks = read_ranks(path, *ct, proto.command);
     const auto axes = read_cell_axes(path, *ct, proto.name, proto.command, sname, defaults, scale_layers, used_lists);

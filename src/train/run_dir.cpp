@@ -15,6 +15,10 @@ RunDir::RunDir(const std::string& dir, bool writes) : dir_(dir), writes_(writes)
   if (!writes_) return;
   lock_.emplace(dir, "normlab train");
   fs::create_directories(checkpoints());
+  // A writer killed mid-save leaves NAME.pt.tmp.PID (core::write_file_atomic's temporary file);
+  // holding the lock, this process is the only writer alive, so they are leftovers.
+  for (const auto& e : fs::directory_iterator(checkpoints()))
+    if (e.path().filename().string().find(".pt.tmp.") != std::string::npos) fs::remove(e.path());
   log_.open(dir_ / "train.log", std::ios::app);
   std::ofstream(dir_ / "metrics.jsonl", std::ios::app);  // the run folder always has it, even before a record
 }

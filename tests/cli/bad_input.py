@@ -85,6 +85,16 @@ def main():
     tiny_layers = tiny[:-2]  # sizes without --vocab-size
     probe = lambda *more: ["probe", *tiny_layers, "--vocab-size", "40", "--out", w("probe"), *more]
     cases = [
+        # Issue 34: a model larger than the machine's memory is refused before allocating
+        # (it aborted with SIGABRT in LibTorch's allocator).
+        (["init", "--preset", "deep-narrow", "--layers", "1", "--d-model", "16", "--ffn-dim", "100000000000",
+          "--heads", "2", "--vocab-size", "100", "--out", w("x")], "GiB in fp32, more than this machine's"),
+        # ... and no translation could end (fairseq asserts min_len <= max_len).
+        (translate("--min-len", "300", "--max-len-b", "5"),
+         "--min-len 300 exceeds the longest translation allowed, --max-len-b 5 (with --max-len-a 0)"),
+        (translate("--min-len", "2000", "--max-len-a", "1"), "--min-len 2000 exceeds the model's longest output, 1023 tokens"),
+        # ... and an infinite timeout overflowed to -2^63 ms.
+        (train("--dist-timeout", "inf"), "--dist-timeout must be > 0 and at most 31536000 seconds"),
         (["init", "--scheme", "post_ln", *tiny, "--out", w("x")], "unknown scheme 'post_ln'"),
         (["init", "--preset", "huge", *tiny, "--out", w("x")], "unknown preset 'huge'"),
         (["init", "--embed-init", "glorot", *tiny, "--out", w("x")], "--embed-init: unknown value 'glorot', expected normal|xavier"),
@@ -243,6 +253,9 @@ def main():
         "r_claim_metric.toml": ('title = "x"\n' + good_cell + '[[claims]]\ntext = "t"\nrule = "bleu(a) > 1"\n',
                                 ":7: rule 'bleu(a) > 1': expected a number, a metric"),
         "r_synth_key.toml": ('title = "x"\n[synth]\nsize = 3\n' + good_cell, ":3: unknown key 'size' in [synth]"),
+        # Issue 34: '.' and '..' would name the results folder itself or its parent.
+        "r_dot_cell.toml": ('title = "x"\n[[cells]]\nname = "."\n', ":3: cell name '.': use letters"),
+        "r_dotdot_cell.toml": ('title = "x"\n[[cells]]\nname = ".."\n', ":3: cell name '..': use letters"),
     }
     write_files(w, {name: text for name, (text, _) in recipes.items()})
     write_files(w, {"r_good.toml": 'title = "x"\n' + good_cell})

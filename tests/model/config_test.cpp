@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/config.h"
+#include "model/model.h"
 
 using namespace normlab::model;
 
@@ -159,4 +160,33 @@ TEST(ModelConfig, PresetsAreThePapersSizes) {
   EXPECT_EQ(c.d_model, 64);
   EXPECT_EQ(c.ffn_dim, 128);
   EXPECT_EQ(c.heads, 2);
+}
+
+// The memory check's estimate against the built model: with the decoder's table tied to its
+// output (the default), every matrix and table is one stored 2-D parameter.
+TEST(ModelConfig, ParameterEstimateIsEveryMatrixAndTable) {
+  auto c = valid();
+  c.d_model = 16;
+  c.ffn_dim = 24;
+  c.heads = 2;
+  c.encoder_layers = 2;
+  c.decoder_layers = 3;
+  c.src_vocab_size = 30;
+  c.tgt_vocab_size = 40;
+  const auto net = create_model(c);
+  int64_t entries = 0;
+  for (const auto& p : net->parameters())
+    if (p.dim() == 2) entries += p.numel();
+  EXPECT_EQ(parameter_estimate(c), static_cast<double>(entries));
+}
+
+// Issue 34: a model that cannot fit is refused naming its sizes, before anything is allocated.
+TEST(ModelConfig, AModelLargerThanMemoryIsRefused) {
+  auto c = valid();
+  c.ffn_dim = 100000000000;
+  const auto p = c.problems();
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_TRUE(mentions(p, "--ffn-dim 100000000000")) << p[0];
+  EXPECT_TRUE(mentions(p, "GiB in fp32, more than this machine's")) << p[0];
+  EXPECT_TRUE(valid().problems().empty());
 }
