@@ -10,6 +10,7 @@
 #include "commands.h"
 #include "core/launch_env.h"
 #include "core/runtime.h"
+#include "option_cli.h"
 
 namespace {
 
@@ -66,6 +67,7 @@ int main(int argc, char** argv) {
   add(app::add_synth_command);
   add(app::add_run_command);
   add(app::add_report_command);
+  app::refuse_empty_numbers(app);
 
   try {
     app.parse(argc, argv);
