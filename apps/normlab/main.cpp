@@ -12,6 +12,7 @@
 #include "commands.h"
 #include "core/launch_env.h"
 #include "core/runtime.h"
+#include "option_cli.h"
 
 namespace {
 
@@ -74,6 +75,7 @@ int main(int argc, char** argv) {
   add(app::add_synth_command);
   add(app::add_run_command);
   add(app::add_report_command);
+  app::refuse_empty_numbers(app);
 
   try {
     app.parse(argc, argv);

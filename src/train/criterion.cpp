@@ -3,16 +3,11 @@
 #include <torch/torch.h>
 
 #include "core/tokens.h"
+#include "train/train_options.h"
 
 namespace normlab::train {
 
-std::vector<std::string> LossOptions::problems() const {
-  std::vector<std::string> out;
-  if (!(label_smoothing >= 0 && label_smoothing < 1))
-    out.push_back("--label-smoothing must be in [0, 1), got " + std::to_string(label_smoothing));
-  if (!(z_loss >= 0)) out.push_back("--z-loss must be >= 0, got " + std::to_string(z_loss));
-  return out;
-}
+std::vector<std::string> LossOptions::problems() const { return loss_options().problems(*this); }
 
 BatchLoss loss(model::Model model, const data::Batch& batch, const LossOptions& options) {
   auto logits = model->forward(batch);  // (B,T,V)

@@ -1,31 +1,20 @@
 #include "train/instrument_config.h"
 
-#include <stdexcept>
+#include "train/train_options.h"
 
 namespace normlab::train {
 
 std::vector<std::string> TraceConfig::problems() const {
-  std::vector<std::string> p;
-  if (steps < 0) p.push_back("--trace-steps must be >= 0, got " + std::to_string(steps));
+  std::vector<std::string> p = trace_options().problems(*this);
   if (steps > 0 && params.empty()) p.push_back("--trace-params is empty");
   if (!(log10_hi > log10_lo) || bins_per_decade < 1) p.push_back("trace bins: need log10_hi > log10_lo, bins >= 1");
   return p;
 }
 
-std::string to_string(Preconditioner p) { return p == Preconditioner::kCurrent ? "current" : "next"; }
+std::string to_string(Preconditioner p) { return preconditioners().name(p); }
 
-Preconditioner parse_preconditioner(const std::string& s) {
-  if (s == "current") return Preconditioner::kCurrent;
-  if (s == "next") return Preconditioner::kNext;
-  throw std::invalid_argument("--curvature-preconditioner: unknown value '" + s + "', expected current|next");
-}
+Preconditioner parse_preconditioner(const std::string& s) { return preconditioners().parse(s, "--curvature-preconditioner"); }
 
-std::vector<std::string> CurvatureConfig::problems() const {
-  std::vector<std::string> p;
-  if (every < 0) p.push_back("--curvature-every must be >= 0, got " + std::to_string(every));
-  if (sentences < 1) p.push_back("--curvature-sentences must be >= 1, got " + std::to_string(sentences));
-  if (steps < 1) p.push_back("--curvature-steps must be >= 1, got " + std::to_string(steps));
-  return p;
-}
+std::vector<std::string> CurvatureConfig::problems() const { return curvature_options().problems(*this); }
 
 }  // namespace normlab::train

@@ -6,17 +6,14 @@
 
 #include "model/kernels/log_softmax_terms.h"
 #include "model/precision.h"
+#include "train/train_options.h"
 
 namespace normlab::train {
 
-std::string to_string(LabelSmoothingFormula f) {
-  return f == LabelSmoothingFormula::kUniform ? "uniform" : "exclusive";
-}
+std::string to_string(LabelSmoothingFormula f) { return label_smoothing_formulas().name(f); }
 
 LabelSmoothingFormula parse_label_smoothing_formula(const std::string& s, const std::string& option) {
-  if (s == "uniform") return LabelSmoothingFormula::kUniform;
-  if (s == "exclusive") return LabelSmoothingFormula::kExclusive;
-  throw std::invalid_argument(option + ": unknown value '" + s + "', expected uniform|exclusive");
+  return label_smoothing_formulas().parse(s, option);
 }
 
 LossSums label_smoothed_nll(const torch::Tensor& logits, const torch::Tensor& target, double eps,

@@ -6,12 +6,12 @@
 
 #include <torch/torch.h>
 
+#include "train/train_options.h"
+
 namespace normlab::train {
 
 std::vector<std::string> LossScalerConfig::problems() const {
-  std::vector<std::string> p;
-  if (!(init_scale > 0 && std::isfinite(init_scale))) p.push_back("--fp16-init-scale must be > 0");
-  if (window < 0) p.push_back("--fp16-scale-window must be >= 0 (0: fairseq's default)");
+  std::vector<std::string> p = loss_scaler_options().problems(*this);
   if (!(min_scale > 0 && min_scale < init_scale)) p.push_back("--min-loss-scale must be in (0, --fp16-init-scale)");
   return p;
 }

@@ -1,7 +1,6 @@
 #include "train/optimizer.h"
 
 #include <cmath>
-#include <cstdio>
 #include <map>
 #include <set>
 #include <stdexcept>
@@ -11,17 +10,12 @@
 
 #include "core/problems.h"
 #include "train/optimizer_algorithm.h"
+#include "train/train_options.h"
 
 namespace normlab::train {
 namespace {
 
 constexpr const char* kStepsKey = "steps";
-
-std::string num(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", v);
-  return buf;
-}
 
 // "sgd", "adam|adamw|radam": the registered optimisers that read `option`.
 std::string readers(OptimizerOption option) {
@@ -33,19 +27,15 @@ std::string readers(OptimizerOption option) {
 
 }  // namespace
 
-std::string to_string(RAdamFallback f) { return f == RAdamFallback::kSkip ? "skip" : "sgd"; }
-std::string to_string(AdamInitV v) { return v == AdamInitV::kZero ? "zero" : "grad-squared"; }
+std::string to_string(RAdamFallback f) { return radam_fallbacks().name(f); }
+std::string to_string(AdamInitV v) { return adam_init_vs().name(v); }
 
 RAdamFallback parse_radam_fallback(const std::string& s, const std::string& option) {
-  if (s == "skip") return RAdamFallback::kSkip;
-  if (s == "sgd") return RAdamFallback::kSgd;
-  throw std::invalid_argument(option + ": unknown value '" + s + "', expected skip|sgd");
+  return radam_fallbacks().parse(s, option);
 }
 
 AdamInitV parse_adam_init_v(const std::string& s, const std::string& option) {
-  if (s == "zero") return AdamInitV::kZero;
-  if (s == "grad-squared") return AdamInitV::kGradSquared;
-  throw std::invalid_argument(option + ": unknown value '" + s + "', expected zero|grad-squared");
+  return adam_init_vs().parse(s, option);
 }
 
 std::array<double, 2> parse_betas(const std::string& s, const std::string& option) {
@@ -70,18 +60,15 @@ std::array<double, 2> parse_betas(const std::string& s, const std::string& optio
   return out;
 }
 
+// The ranges of single options come from optimizer_options(); here the pair of betas and the
+// options that only some optimisers read.
 std::vector<std::string> OptimizerConfig::problems() const {
-  std::vector<std::string> out;
+  std::vector<std::string> out = optimizer_options().problems(*this);
   for (double b : betas)
     if (!(b >= 0.0 && b < 1.0)) {
-      out.push_back("--betas: each must be in [0, 1), got " + num(betas[0]) + "," + num(betas[1]));
+      out.push_back("--betas: each must be in [0, 1), got " + core::format_number(betas[0]) + "," + core::format_number(betas[1]));
       break;
     }
-  if (!(eps >= 0.0 && std::isfinite(eps))) out.push_back("--eps must be >= 0, got " + num(eps));
-  if (!(weight_decay >= 0.0 && std::isfinite(weight_decay)))
-    out.push_back("--weight-decay must be >= 0, got " + num(weight_decay));
-  if (!(momentum >= 0.0 && momentum < 1.0))
-    out.push_back("--momentum must be in [0, 1), got " + num(momentum));
   // Each option beyond betas, eps and weight decay only for the optimisers that read it.
   const unsigned reads = optimizer_entry(kind).options;
   if ((reads & kMomentumOption) && nesterov && !(momentum > 0.0)) out.push_back("--nesterov needs --momentum > 0");
@@ -134,7 +121,7 @@ void Optimizer::set_lr_scales(std::vector<double> scales) {
   for (size_t i = 0; i < scales.size(); ++i)
     if (!(scales[i] >= 0.0 && std::isfinite(scales[i])))
       throw std::invalid_argument("optimizer: the lr scale of '" + params_[i].first + "' must be finite and >= 0, got " +
-                                  num(scales[i]));
+                                  core::format_number(scales[i]));
   lr_scales_ = std::move(scales);
 }
 
@@ -144,7 +131,7 @@ void Optimizer::zero_grad() {
 
 void Optimizer::step(double lr, bool record_updates) {
   if (!(lr >= 0.0 && std::isfinite(lr)))
-    throw std::invalid_argument("optimizer: learning rate must be finite and >= 0, got " + num(lr));
+    throw std::invalid_argument("optimizer: learning rate must be finite and >= 0, got " + core::format_number(lr));
   torch::NoGradGuard no_grad;
   last_updates_.clear();
   std::vector<size_t> ready;  // the parameters with a gradient
@@ -207,16 +194,7 @@ double clip_grad_norm(const NamedTensors& params, double max_norm) {
   return clip_grad_norm(tensors, max_norm);
 }
 
-void to_json(nlohmann::json& j, const OptimizerConfig& c) {
-  j = {{"optimizer", to_string(c.kind)},
-       {"betas", {c.betas[0], c.betas[1]}},
-       {"eps", c.eps},
-       {"weight_decay", c.weight_decay},
-       {"momentum", c.momentum},
-       {"nesterov", c.nesterov},
-       {"radam_fallback", to_string(c.radam_fallback)},
-       {"adam_init_v", to_string(c.adam_init_v)}};
-}
+void to_json(nlohmann::json& j, const OptimizerConfig& c) { j = optimizer_options().to_json(c); }
 
 void from_json(const nlohmann::json& j, OptimizerConfig& c) {
   c.kind = parse_optimizer_kind(j.at("optimizer").get<std::string>(), "optimizer");

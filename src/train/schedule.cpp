@@ -1,34 +1,17 @@
 #include "train/schedule.h"
 
-#include <array>
 #include <cmath>
-#include <cstdio>
 #include <stdexcept>
-#include <utility>
 
 #include <nlohmann/json.hpp>
 
 #include "core/problems.h"
+#include "train/train_options.h"
 
 namespace normlab::train {
 namespace {
 
-constexpr std::array<std::pair<ScheduleKind, const char*>, 6> kNames{{
-    {ScheduleKind::kConstant, "constant"},
-    {ScheduleKind::kInverseSqrt, "inverse-sqrt"},
-    {ScheduleKind::kLinear, "linear"},
-    {ScheduleKind::kStepDecay, "step-decay"},
-    {ScheduleKind::kTFixup, "t-fixup"},
-    {ScheduleKind::kCosine, "cosine"},
-}};
-
 constexpr double kPi = 3.14159265358979323846;
-
-std::string num(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", v);
-  return buf;
-}
 
 // Linear ramp over updates n < W from warmup_init_lr to `target`, written as fairseq's
 // inverse_sqrt does it: init + n * lr_step with lr_step = (target - init) / W.
@@ -54,47 +37,22 @@ double decay_progress(const ScheduleConfig& c, int64_t n) {
 
 }  // namespace
 
-std::string to_string(ScheduleKind k) {
-  for (const auto& [v, name] : kNames)
-    if (v == k) return name;
-  throw std::logic_error("unnamed ScheduleKind");
-}
+std::string to_string(ScheduleKind k) { return schedule_kinds().name(k); }
 
 ScheduleKind parse_schedule_kind(const std::string& s, const std::string& option) {
-  std::string choices;
-  for (const auto& [v, name] : kNames) {
-    if (s == name) return v;
-    choices += (choices.empty() ? "" : "|") + std::string(name);
-  }
-  throw std::invalid_argument(option + ": unknown value '" + s + "', expected " + choices);
+  return schedule_kinds().parse(s, option);
 }
 
-std::vector<std::string> schedule_kind_names() {
-  std::vector<std::string> names;
-  for (const auto& [v, name] : kNames) names.emplace_back(name);
-  return names;
-}
+std::vector<std::string> schedule_kind_names() { return schedule_kinds().names(); }
 
+// The ranges of single options come from schedule_options(); here what relates two of them.
 std::vector<std::string> ScheduleConfig::problems() const {
-  std::vector<std::string> out;
-  if (!(lr > 0.0 && std::isfinite(lr))) out.push_back("--lr must be positive, got " + num(lr));
-  if (warmup_steps < 0)
-    out.push_back("--warmup-steps must be >= 0, got " + std::to_string(warmup_steps));
+  std::vector<std::string> out = schedule_options().problems(*this);
   if (!(warmup_init_lr >= 0.0 && warmup_init_lr <= lr))
-    out.push_back("--warmup-init-lr must be in [0, --lr " + num(lr) + "], got " +
-                  num(warmup_init_lr));
+    out.push_back("--warmup-init-lr must be in [0, --lr " + core::format_number(lr) + "], got " +
+                  core::format_number(warmup_init_lr));
   if (!(min_lr >= 0.0 && min_lr <= lr))
-    out.push_back("--min-lr must be in [0, --lr " + num(lr) + "], got " + num(min_lr));
-  if (max_steps < 0) out.push_back("--max-steps must be >= 0, got " + std::to_string(max_steps));
-  if (lr_decay_epochs < 1)
-    out.push_back("--lr-decay-epochs must be >= 1, got " + std::to_string(lr_decay_epochs));
-  if (!(lr_decay_factor > 0.0 && lr_decay_factor <= 1.0))
-    out.push_back("--lr-decay-factor must be in (0, 1], got " + num(lr_decay_factor));
-  if (lr_decay_count < 0)
-    out.push_back("--lr-decay-count must be >= 0 (0: no limit), got " +
-                  std::to_string(lr_decay_count));
-  if (tfixup_decay_steps < 1)
-    out.push_back("--tfixup-decay-steps must be >= 1, got " + std::to_string(tfixup_decay_steps));
+    out.push_back("--min-lr must be in [0, --lr " + core::format_number(lr) + "], got " + core::format_number(min_lr));
   if ((kind == ScheduleKind::kLinear || kind == ScheduleKind::kCosine) &&
       max_steps <= warmup_steps)
     out.push_back("--lr-schedule " + to_string(kind) + " decays until --max-steps, which must "
@@ -144,18 +102,7 @@ double learning_rate(const ScheduleConfig& c, int64_t update, int64_t epoch) {
   throw std::logic_error("unhandled ScheduleKind");
 }
 
-void to_json(nlohmann::json& j, const ScheduleConfig& c) {
-  j = {{"lr_schedule", to_string(c.kind)},
-       {"lr", c.lr},
-       {"warmup_steps", c.warmup_steps},
-       {"warmup_init_lr", c.warmup_init_lr},
-       {"min_lr", c.min_lr},
-       {"max_steps", c.max_steps},
-       {"lr_decay_epochs", c.lr_decay_epochs},
-       {"lr_decay_factor", c.lr_decay_factor},
-       {"lr_decay_count", c.lr_decay_count},
-       {"tfixup_decay_steps", c.tfixup_decay_steps}};
-}
+void to_json(nlohmann::json& j, const ScheduleConfig& c) { j = schedule_options().to_json(c); }
 
 void from_json(const nlohmann::json& j, ScheduleConfig& c) {
   c.kind = parse_schedule_kind(j.at("lr_schedule").get<std::string>(), "lr_schedule");
