@@ -41,17 +41,27 @@ std::vector<std::string> BeamSearchConfig::validate() const {
   return p;
 }
 
+namespace {
+
+// What the configuration asks of the model, beyond BeamSearchConfig::validate().
+void check_model_fits(const BeamSearchConfig& config, const model::ModelConfig& m) {
+  // fairseq: k = min(2 beam, V - 1) candidates; fewer than `beam` would break the selection.
+  TORCH_CHECK(m.tgt_vocab_size - 1 >= config.beam, "--beam ", config.beam, " needs a vocabulary of more than ",
+              config.beam, " entries");
+  if (config.min_len > m.max_positions - 1)
+    throw std::invalid_argument("--min-len " + std::to_string(config.min_len) + " exceeds the model's longest output, " +
+                                std::to_string(m.max_positions - 1) + " tokens (max_positions - 1)");
+}
+
+}  // namespace
+
 std::vector<std::vector<Hypothesis>> beam_search(model::Seq2Seq& model, const torch::Tensor& src,
                                                  const BeamSearchConfig& config) {
   core::throw_if_problems(config.validate());
   const auto device = src.device();
   const auto long_opts = torch::TensorOptions().dtype(torch::kInt64).device(device);
   const int64_t beam = config.beam, cand_size = 2 * beam, V = model->config().tgt_vocab_size;
-  // fairseq: k = min(2 beam, V - 1) candidates; fewer than `beam` would break the selection.
-  TORCH_CHECK(V - 1 >= beam, "--beam ", beam, " needs a vocabulary of more than ", beam, " entries");
-  if (config.min_len > model->config().max_positions - 1)
-    throw std::invalid_argument("--min-len " + std::to_string(config.min_len) + " exceeds the model's longest output, " +
-                                std::to_string(model->config().max_positions - 1) + " tokens (max_positions - 1)");
+  check_model_fits(config, model->config());
   int64_t bsz = src.size(0);
   const auto n_sentences = static_cast<size_t>(bsz);
 
