@@ -28,8 +28,7 @@ data::Batch profile_batch(const InitOptions& o, const model::ModelConfig& c) {
     if (o.profile_src.empty() || o.profile_tgt.empty())
       throw std::invalid_argument("--profile-src-ids and --profile-tgt-ids go together");
     auto pairs = data::read_id_pairs(o.profile_src, o.profile_tgt, c.src_vocab_size, c.tgt_vocab_size);
-    auto b = data::make_batch(pairs.src, pairs.tgt, 0, pairs.src.size());
-    return {b.src, b.prev_output_tokens};
+    return data::make_batch(pairs.src, pairs.tgt, 0, pairs.src.size());
   }
   std::cerr << "normlab init: profiling Admin on 16 random sentences of 24 tokens "
                "(give --profile-src-ids/--profile-tgt-ids for real data)\n";
@@ -40,8 +39,7 @@ data::Batch profile_batch(const InitOptions& o, const model::ModelConfig& c) {
     src[i].assign(s.data_ptr<int64_t>(), s.data_ptr<int64_t>() + 24);
     tgt[i].assign(t.data_ptr<int64_t>(), t.data_ptr<int64_t>() + 24);
   }
-  auto b = data::make_batch(src, tgt, 0, src.size());
-  return {b.src, b.prev_output_tokens};
+  return data::make_batch(src, tgt, 0, src.size());
 }
 
 }  // namespace

@@ -18,8 +18,9 @@ Joined join_job(const DistCliOptions& options, c10::Device device) {
   // At most a year: more would overflow the milliseconds c10d counts in (inf became -2^63 ms).
   constexpr double kLongest = 365.0 * 24 * 3600;
   if (!(options.timeout_s > 0 && options.timeout_s <= kLongest))
-    throw std::invalid_argument("--dist-timeout must be > 0 and at most " + std::to_string(static_cast<int64_t>(kLongest)) +
-                                " seconds (a year), got " + std::to_string(options.timeout_s));
+    throw std::invalid_argument("--dist-timeout must be > 0 seconds and at most " +
+                                std::to_string(static_cast<int64_t>(kLongest)) + " (a year), got " +
+                                std::to_string(options.timeout_s));
   core::DistOptions o;
   o.backend = core::parse_dist_backend(options.backend);
   o.timeout = std::chrono::milliseconds(static_cast<int64_t>(options.timeout_s * 1000));

@@ -68,10 +68,8 @@ namespace {
 // DT-Fixup's mu is over the training data (the authors': every training example, eval mode).
 model::Model grown_model(const TrainConfig& c, const model::LoadedModel& base, const Corpus& train, RunDir& dir) {
   std::vector<data::Batch> batches;
-  for (const auto& b : data::make_batches(train.sizes, train.kept, c.batching, c.seed, 1)) {
-    auto batch = gather(train, b);
-    batches.push_back({batch.src, batch.prev_output_tokens});
-  }
+  for (const auto& b : data::make_batches(train.sizes, train.kept, c.batching, c.seed, 1))
+    batches.push_back(gather(train, b));
   const auto& added = c.init_from.added;
   auto grown = model::add_layers(model::as_encoder_decoder(base.model, "--init-from"), added, c.seed, batches);
   nlohmann::json event = {{"event", "init_from"},

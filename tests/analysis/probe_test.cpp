@@ -185,8 +185,7 @@ model::Seq2Seq tiny_model(const ProbeConfig& c, const std::string& scheme, const
   auto m = c.model;
   m.scheme = model::scheme_by_name(scheme);
   model::Seq2Seq net(m);
-  data::Batch profile{first.src, first.prev_output_tokens};
-  model::initialize(net, c.seed, &profile);
+  model::initialize(net, c.seed, &first);
   net->eval();
   return net;
 }

@@ -94,7 +94,7 @@ def main():
          "--min-len 300 exceeds the longest translation allowed, --max-len-b 5 (with --max-len-a 0)"),
         (translate("--min-len", "2000", "--max-len-a", "1"), "--min-len 2000 exceeds the model's longest output, 1023 tokens"),
         # ... and an infinite timeout overflowed to -2^63 ms.
-        (train("--dist-timeout", "inf"), "--dist-timeout must be > 0 and at most 31536000 seconds"),
+        (train("--dist-timeout", "inf"), "--dist-timeout must be > 0 seconds and at most 31536000 (a year), got inf"),
         (["init", "--scheme", "post_ln", *tiny, "--out", w("x")], "unknown scheme 'post_ln'"),
         (["init", "--preset", "huge", *tiny, "--out", w("x")], "unknown preset 'huge'"),
         (["init", "--embed-init", "glorot", *tiny, "--out", w("x")], "--embed-init: unknown value 'glorot', expected normal|xavier"),

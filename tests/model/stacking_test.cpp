@@ -43,7 +43,7 @@ std::vector<data::Batch> batches() {
     auto prev = torch::randint(4, 30, {3, 5}, torch::kLong);
     src.index_put_({1, torch::indexing::Slice(4, torch::indexing::None)}, kPad);
     prev.index_put_({2, torch::indexing::Slice(3, torch::indexing::None)}, kPad);
-    out.push_back({src, prev});
+    out.push_back({src, prev, torch::Tensor(), 0});  // no target: the stacks' inputs only
   }
   return out;
 }
