@@ -69,6 +69,9 @@ void write_file_atomic(const std::string& path, const std::string& text) {
 }
 
 std::vector<char> read_file(const std::string& path) {
+  // An ifstream opens a directory, then throws basic_filebuf's "Is a directory" mid-read.
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw std::runtime_error("cannot read " + path + ": it is a directory");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error("cannot read " + path + ": " + std::strerror(errno));
   return std::vector<char>(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());

@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -11,6 +12,8 @@
 namespace normlab::data {
 
 std::vector<Sentence> read_id_file(const std::string& path, int64_t vocab_size) {
+  std::error_code ec;  // an ifstream opens a directory, then throws mid-read
+  if (std::filesystem::is_directory(path, ec)) throw std::runtime_error("cannot read " + path + ": it is a directory");
   std::ifstream in(path);
   if (!in) throw std::runtime_error("cannot read " + path + ": " + std::strerror(errno));
   std::vector<Sentence> out;

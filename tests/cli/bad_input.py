@@ -18,6 +18,7 @@ def write_files(path, files):
 def main():
     args, w = cli_setup.start()
 
+    os.makedirs(w("a_folder"), exist_ok=True)
     write_files(w, {
         "src.txt": "5 6 7\n8 9\n",
         "tgt.txt": "7 8\n9 10 11\n",
@@ -93,6 +94,8 @@ def main():
         (translate("--min-len", "300", "--max-len-b", "5"),
          "--min-len 300 exceeds the longest translation allowed, --max-len-b 5 (with --max-len-a 0)"),
         (translate("--min-len", "2000", "--max-len-a", "1"), "--min-len 2000 exceeds the model's longest output, 1023 tokens"),
+        # ... and a folder given for a file was basic_filebuf's "Is a directory".
+        (translate()[:-2] + ["--input", w("a_folder")], "cannot read " + w("a_folder") + ": it is a directory"),
         # ... and an infinite timeout overflowed to -2^63 ms.
         (train("--dist-timeout", "inf"), "--dist-timeout must be > 0 seconds and at most 31536000 (a year), got inf"),
         (["init", "--scheme", "post_ln", *tiny, "--out", w("x")], "unknown scheme 'post_ln'"),

@@ -31,6 +31,19 @@ TEST(FileIo, UnwritableAndMissingFilesNameThePath) {
   EXPECT_THROW(read_file("/nonexistent-dir/y.bin"), std::runtime_error);
 }
 
+// Issue 34: a folder given for a file (--valid, --vocab) was basic_filebuf's "Is a directory".
+TEST(FileIo, ADirectoryIsRefusedNamingIt) {
+  const auto dir = fs::temp_directory_path() / "normlab_read_dir";
+  fs::create_directories(dir);
+  try {
+    read_file(dir.string());
+    FAIL();
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()), "cannot read " + dir.string() + ": it is a directory");
+  }
+  fs::remove_all(dir);
+}
+
 TEST(FileIo, StreamedWriteThatFailsLeavesTheOldFileAndNoTemporary) {
   const fs::path dir = fs::temp_directory_path() / "normlab_file_io_stream_test";
   fs::remove_all(dir);
