@@ -15,6 +15,22 @@
 #include "train/criterion.h"
 
 namespace normlab::app {
+namespace {
+
+// An encoder-decoder's pairs, or a decoder-only model's lines (with empty sources).
+data::SentencePairs read_scored_ids(const model::ModelConfig& c, const std::string& src, const std::string& tgt) {
+  if (c.has_encoder()) {
+    if (src.empty()) throw std::invalid_argument("--src-ids is required for an " + c.kind + " model");
+    return data::read_id_pairs(src, tgt, c.src_vocab_size, c.tgt_vocab_size);
+  }
+  if (!src.empty()) throw std::invalid_argument("--src-ids: a " + c.kind + " model has no source; give --tgt-ids only");
+  data::SentencePairs lines;
+  lines.tgt = data::read_id_file(tgt, c.tgt_vocab_size);
+  lines.src.resize(lines.tgt.size());
+  return lines;
+}
+
+}  // namespace
 
 Runner add_score_command(CLI::App& app, const GlobalOptions& global) {
   auto* cmd = app.add_subcommand("score", "loss of a model on id files (dropout off)");
@@ -28,8 +44,12 @@ Runner add_score_command(CLI::App& app, const GlobalOptions& global) {
   };
   auto o = std::make_shared<Options>();
   cmd->add_option("--checkpoint", o->checkpoint, "normlab checkpoint")->required();
-  cmd->add_option("--src-ids", o->src, "source sentences as token ids, one per line")->required();
-  cmd->add_option("--tgt-ids", o->tgt, "target sentences as token ids, one per line")->required();
+  cmd->add_option("--src-ids", o->src,
+                  "source sentences as token ids, one per line (an encoder-decoder's; required there)");
+  cmd->add_option("--tgt-ids", o->tgt,
+                  "target sentences as token ids, one per line (decoder-only: each line read as </s> y "
+                  "predicting y </s>)")
+      ->required();
   cmd->add_option("--label-smoothing", o->label_smoothing, "eps")->capture_default_str();
   cmd->add_option("--z-loss", o->z_loss, "C: the loss also holds C (log Z)^2 per target token")->capture_default_str();
   cmd->add_option("--ls-formula", o->formula, "uniform|exclusive (docs/conventions.md)")
@@ -46,7 +66,7 @@ Runner add_score_command(CLI::App& app, const GlobalOptions& global) {
     auto loaded = model::load_model(o->checkpoint);
     auto& net = loaded.model;
     const auto& c = net->config();
-    const auto pairs = data::read_id_pairs(o->src, o->tgt, c.src_vocab_size, c.tgt_vocab_size);
+    const auto pairs = read_scored_ids(c, o->src, o->tgt);
     const auto device = core::resolve_device(global.device);
     net->to(device);
     net->eval();

@@ -47,7 +47,7 @@ void ModelOptions::add_to(CLI::App& cmd, bool vocab_options) {
   encoder_layers_ = cmd.add_option("--encoder-layers", sizes_.encoder_layers, "encoder layers")->group(g);
   decoder_layers_ = cmd.add_option("--decoder-layers", sizes_.decoder_layers, "decoder layers")->group(g);
   // One key for both depths, so that a recipe can grid over depth (docs/recipes.md).
-  layers_opt_ = cmd.add_option("--layers", layers_, "encoder and decoder layers, both N")
+  layers_opt_ = cmd.add_option("--layers", layers_, "encoder and decoder layers, both N (decoder-only: its N layers)")
                     ->excludes(encoder_layers_)->excludes(decoder_layers_)->group(g);
   if (vocab_options) {
     cmd.add_option("--vocab-size", vocab_size_,
@@ -98,6 +98,9 @@ model::ModelConfig ModelOptions::resolve(bool vocab_from_data) const {
   override_with(decoder_layers_, sizes_.decoder_layers, c.decoder_layers);
   override_with(layers_opt_, layers_, c.encoder_layers);
   override_with(layers_opt_, layers_, c.decoder_layers);
+  // A model without an encoder takes the preset's and --layers' depth for its one stack; an
+  // explicit --encoder-layers is kept, for ModelConfig::problems() to refuse.
+  if (!c.has_encoder() && encoder_layers_->count() == 0) c.encoder_layers = 0;
   if (vocab_from_data) {
     c.src_vocab_size = c.tgt_vocab_size = kNumSpecialTokens + 1;  // any valid size, to validate the rest
   } else {

@@ -42,8 +42,29 @@ Batch make_batch(const std::vector<Sentence>& src, const std::vector<Sentence>& 
   return batch;
 }
 
+namespace {
+
+Batch block_batch(const std::vector<Sentence>& blocks, const std::vector<int64_t>& indices) {
+  std::vector<Sentence> inputs, targets;
+  Batch batch;
+  for (auto i : indices) {
+    const auto& block = blocks.at(static_cast<size_t>(i));
+    TORCH_CHECK(block.size() >= 2, "a block of running text needs at least 2 tokens, got ", block.size());
+    inputs.emplace_back(block.begin(), block.end() - 1);
+    targets.emplace_back(block.begin() + 1, block.end());
+    batch.target_tokens += static_cast<int64_t>(targets.back().size());
+  }
+  batch.src = torch::empty({static_cast<int64_t>(indices.size()), 0}, torch::kInt64);
+  batch.prev_output_tokens = pad_rows(inputs);
+  batch.target = pad_rows(targets);
+  return batch;
+}
+
+}  // namespace
+
 Batch gather_batch(const std::vector<Sentence>& src, const std::vector<Sentence>& tgt,
-                   const std::vector<int64_t>& indices) {
+                   const std::vector<int64_t>& indices, Layout layout) {
+  if (layout == Layout::kBlocks) return block_batch(tgt, indices);
   std::vector<Sentence> s, t;
   for (auto i : indices) {
     s.push_back(src.at(static_cast<size_t>(i)));

@@ -45,7 +45,13 @@ std::vector<std::string> BatchingConfig::validate() const {
   return problems;
 }
 
-std::vector<int64_t> example_sizes(const std::vector<Sentence>& src, const std::vector<Sentence>& tgt) {
+std::vector<int64_t> example_sizes(const std::vector<Sentence>& src, const std::vector<Sentence>& tgt,
+                                   Layout layout) {
+  if (layout == Layout::kBlocks) {
+    std::vector<int64_t> sizes;
+    for (const auto& block : tgt) sizes.push_back(std::max<int64_t>(static_cast<int64_t>(block.size()) - 1, 0));
+    return sizes;
+  }
   if (src.size() != tgt.size())
     throw std::invalid_argument("example_sizes: " + std::to_string(src.size()) + " source but " +
                                 std::to_string(tgt.size()) + " target sentences");

@@ -260,8 +260,9 @@ std::string gib(double bytes) {
 
 double parameter_estimate(const ModelConfig& c) {
   const double C = static_cast<double>(c.d_model), F = static_cast<double>(c.ffn_dim);
-  const double embeddings = C * static_cast<double>(c.src_vocab_size + c.tgt_vocab_size);
-  const double encoder_layer = 4 * C * C + 2 * C * F, decoder_layer = 8 * C * C + 2 * C * F;
+  const double embeddings = C * static_cast<double>((c.has_encoder() ? c.src_vocab_size : 0) + c.tgt_vocab_size);
+  const double encoder_layer = 4 * C * C + 2 * C * F;
+  const double decoder_layer = (c.has_encoder() ? 8 : 4) * C * C + 2 * C * F;
   return embeddings + static_cast<double>(c.encoder_layers) * encoder_layer +
          static_cast<double>(c.decoder_layers) * decoder_layer;
 }
@@ -274,8 +275,12 @@ std::vector<std::string> ModelConfig::problems() const {
   positive(d_model, "--d-model");
   positive(ffn_dim, "--ffn-dim");
   positive(heads, "--heads");
-  positive(encoder_layers, "--encoder-layers");
-  positive(decoder_layers, "--decoder-layers");
+  if (has_encoder())
+    positive(encoder_layers, "--encoder-layers");
+  else if (encoder_layers != 0)
+    out.push_back("--encoder-layers: a " + kind + " model has no encoder, got " + std::to_string(encoder_layers) +
+                  " (its layers are --decoder-layers or --layers)");
+  positive(decoder_layers, has_encoder() ? "--decoder-layers" : "--decoder-layers (or --layers)");
   positive(max_positions, "--max-positions");
   if (d_model > 0 && heads > 0 && d_model % heads != 0)
     out.push_back("--d-model " + std::to_string(d_model) + " is not divisible by --heads " +
@@ -305,6 +310,9 @@ std::vector<std::string> ModelConfig::problems() const {
                     " and " + std::to_string(tgt_vocab_size) + ") need " + gib(bytes) +
                     " GiB in fp32, more than this machine's " + gib(memory) + " GiB of memory");
   }
+  if (!has_encoder() && share == SharedEmbeddings::kAll)
+    out.push_back("--share all: a " + kind + " model has one token table; --share decoder ties it to the " +
+                  "output projection, --share none does not");
   if (share == SharedEmbeddings::kAll && src_vocab_size != tgt_vocab_size)
     out.push_back("--share all needs one joint vocabulary, but source has " +
                   std::to_string(src_vocab_size) + " and target " +

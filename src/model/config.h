@@ -72,14 +72,17 @@ bool has_final_norm(const SchemeSettings& s);
 // The kind every model was before there were others (model.h's registry), and that
 // configurations and checkpoints without a "kind" key are.
 inline constexpr const char* kEncoderDecoder = "encoder-decoder";
+// A single causal stack over one vocabulary (fairseq's transformer_lm; model/decoder_only.h): it
+// has decoder layers without encoder attention, and no encoder (encoder_layers 0).
+inline constexpr const char* kDecoderOnly = "decoder-only";
 
 struct ModelConfig {
   std::string kind = kEncoderDecoder;  // the model kind's registered name (model.h)
   int64_t d_model = 512;          // C
   int64_t ffn_dim = 1024;         // F
   int64_t heads = 4;              // H; C must be divisible by H
-  int64_t encoder_layers = 6;     // N_e
-  int64_t decoder_layers = 6;     // N_d
+  int64_t encoder_layers = 6;     // N_e (0 for a decoder-only model)
+  int64_t decoder_layers = 6;     // N_d (a decoder-only model's layers)
   int64_t src_vocab_size = 0;     // V_src, special tokens included
   int64_t tgt_vocab_size = 0;     // V_tgt
   int64_t max_positions = 1024;   // longest sentence (tokens, eos included)
@@ -93,11 +96,13 @@ struct ModelConfig {
 
   // Every problem at once, one message each (empty when valid).
   std::vector<std::string> problems() const;
+  // Whether the kind has an encoder: its decoder layers then attend to the encoder's output.
+  bool has_encoder() const { return kind != kDecoderOnly; }
   // Throws std::invalid_argument joining problems() when there are any.
   void validate() const;
 };
 
-// The weight matrices' and token tables' entries of an encoder-decoder of `c` (norms and biases
+// The weight matrices' and token tables' entries of a model of `c` (norms and biases
 // left out), in double so that absurd sizes do not overflow. ModelConfig::problems() refuses a
 // model whose fp32 parameters exceed the machine's physical memory.
 double parameter_estimate(const ModelConfig& c);

@@ -53,45 +53,64 @@ void fill_omegas(const std::vector<const ResidualBlock*>& blocks, double omega) 
 
 void init_encoder(Encoder& enc, const ModelConfig& c) {
   const auto method = c.scheme.init;
-  const double beta = deepnorm_encoder_beta(c.encoder_layers, c.decoder_layers);
+  const auto k = stack_constants(c, /*decoder=*/false);
   for (const auto& m : *enc->layers) {
     auto* layer = m->as<EncoderLayerImpl>();
-    init_attention(layer->self_attn, method, beta);
-    xavier(layer->fc1, method == InitMethod::kDeepNorm ? beta : 1.0);
-    xavier(layer->fc2, method == InitMethod::kDeepNorm ? beta : 1.0);
-    if (method == InitMethod::kTFixup) scale_value_and_ffn(*layer, t_fixup_encoder_factor(c.encoder_layers));
+    init_attention(layer->self_attn, method, k.deepnorm_beta);
+    xavier(layer->fc1, method == InitMethod::kDeepNorm ? k.deepnorm_beta : 1.0);
+    xavier(layer->fc2, method == InitMethod::kDeepNorm ? k.deepnorm_beta : 1.0);
+    if (method == InitMethod::kTFixup) scale_value_and_ffn(*layer, k.t_fixup_factor);
     if (layer->rezero_alpha.defined()) layer->rezero_alpha.fill_(c.rezero_alpha_init);
     if (method == InitMethod::kAdminClosedForm)
-      fill_omegas({&layer->self_attn_block, &layer->ffn_block},
-                  admin_closed_form_omega(2 * c.encoder_layers));
+      fill_omegas({&layer->self_attn_block, &layer->ffn_block}, admin_closed_form_omega(k.residual_blocks));
   }
   init_embedding(enc->embed_tokens->weight, true, c.embed_init);
-  if (method == InitMethod::kTFixup)
-    enc->embed_tokens->weight.mul_(t_fixup_encoder_embedding_factor(c.encoder_layers));
+  if (method == InitMethod::kTFixup) enc->embed_tokens->weight.mul_(k.t_fixup_embedding);
 }
 
+// The decoder of either kind (its constants from stack_constants: with or without an encoder).
 void init_decoder(Decoder& dec, const ModelConfig& c) {
   const auto method = c.scheme.init;
-  const double beta = deepnorm_decoder_beta(c.decoder_layers);
+  const auto k = stack_constants(c, /*decoder=*/true);
   for (const auto& m : *dec->layers) {
     auto* layer = m->as<DecoderLayerImpl>();
-    init_attention(layer->self_attn, method, beta);
-    init_attention(layer->encoder_attn, method, beta);
-    xavier(layer->fc1, method == InitMethod::kDeepNorm ? beta : 1.0);
-    xavier(layer->fc2, method == InitMethod::kDeepNorm ? beta : 1.0);
-    if (method == InitMethod::kTFixup) scale_value_and_ffn(*layer, t_fixup_decoder_factor(c.decoder_layers));
+    init_attention(layer->self_attn, method, k.deepnorm_beta);
+    if (layer->encoder_attn) init_attention(layer->encoder_attn, method, k.deepnorm_beta);
+    xavier(layer->fc1, method == InitMethod::kDeepNorm ? k.deepnorm_beta : 1.0);
+    xavier(layer->fc2, method == InitMethod::kDeepNorm ? k.deepnorm_beta : 1.0);
+    if (method == InitMethod::kTFixup) scale_value_and_ffn(*layer, k.t_fixup_factor);
     if (layer->rezero_alpha.defined()) layer->rezero_alpha.fill_(c.rezero_alpha_init);
     if (method == InitMethod::kAdminClosedForm)
       fill_omegas({&layer->self_attn_block, &layer->encoder_attn_block, &layer->ffn_block},
-                  admin_closed_form_omega(3 * c.decoder_layers));
+                  admin_closed_form_omega(k.residual_blocks));
   }
   // With all embeddings shared, the encoder initialised (and T-Fixup scaled) the one table.
   if (c.share != SharedEmbeddings::kAll) {
     init_embedding(dec->embed_tokens->weight, true, c.embed_init);
-    if (method == InitMethod::kTFixup)
-      dec->embed_tokens->weight.mul_(t_fixup_decoder_embedding_factor(c.decoder_layers));
+    if (method == InitMethod::kTFixup) dec->embed_tokens->weight.mul_(k.t_fixup_embedding);
   }
   if (dec->output_projection) init_embedding(dec->output_projection->weight, false, c.embed_init);
+}
+
+// Admin profiling (REFERENCE §1): one training-mode forward (dropout on, as in the first training
+// step of Transformer-Clinic), without autograd, while each stack's profiler is active.
+void run_admin_profile(ModelImpl& model, const std::vector<AdminProfile*>& profiles, const data::Batch& batch) {
+  if (model.config().scheme.residual != ResidualForm::kAdmin)
+    throw std::invalid_argument("Admin profiling needs --residual admin");
+  const bool was_training = model.is_training();
+  model.train();
+  for (auto* profile : profiles) *profile = AdminProfile{true, 1.0};
+  {
+    torch::NoGradGuard no_grad;
+    model.forward(batch);
+  }
+  for (auto* profile : profiles) profile->active = false;
+  model.train(was_training);
+}
+
+void check_profile(const ModelConfig& c, const data::Batch* profile) {
+  if (c.scheme.init == InitMethod::kAdminProfile && profile == nullptr)
+    throw std::invalid_argument("--init admin-profile needs a batch to profile on");
 }
 
 }  // namespace
@@ -104,7 +123,7 @@ void init_layer_xavier(EncoderLayerImpl& layer) {
 
 void init_layer_xavier(DecoderLayerImpl& layer) {
   init_attention(layer.self_attn, InitMethod::kXavier, 1.0);
-  init_attention(layer.encoder_attn, InitMethod::kXavier, 1.0);
+  if (layer.encoder_attn) init_attention(layer.encoder_attn, InitMethod::kXavier, 1.0);
   xavier(layer.fc1, 1.0);
   xavier(layer.fc2, 1.0);
 }
@@ -119,15 +138,14 @@ void scale_value_and_ffn(EncoderLayerImpl& layer, double factor) {
 void scale_value_and_ffn(DecoderLayerImpl& layer, double factor) {
   torch::NoGradGuard no_grad;
   scale_value_and_output(layer.self_attn, factor);
-  scale_value_and_output(layer.encoder_attn, factor);
+  if (layer.encoder_attn) scale_value_and_output(layer.encoder_attn, factor);
   layer.fc1->weight.mul_(factor);
   layer.fc2->weight.mul_(factor);
 }
 
 void init_encoder_decoder(Seq2SeqImpl& model, const data::Batch* profile) {
   const auto& c = model.config();
-  if (c.scheme.init == InitMethod::kAdminProfile && profile == nullptr)
-    throw std::invalid_argument("--init admin-profile needs a batch to profile on");
+  check_profile(c, profile);
   {
     torch::NoGradGuard no_grad;
     init_encoder(model.encoder, c);
@@ -138,20 +156,18 @@ void init_encoder_decoder(Seq2SeqImpl& model, const data::Batch* profile) {
   if (c.scheme.init == InitMethod::kAdminProfile) profile_admin(model, *profile);
 }
 
-void profile_admin(Seq2SeqImpl& model, const data::Batch& batch) {
-  if (model.config().scheme.residual != ResidualForm::kAdmin)
-    throw std::invalid_argument("Admin profiling needs --residual admin");
-  const bool was_training = model.is_training();
-  model.train();  // dropout on, as in the first training step of Transformer-Clinic
-  for (auto* profile : {model.encoder->admin_profile.get(), model.decoder->admin_profile.get()})
-    *profile = AdminProfile{true, 1.0};
+void init_decoder_only(DecoderOnlyImpl& model, const data::Batch* profile) {
+  const auto& c = model.config();
+  check_profile(c, profile);
   {
     torch::NoGradGuard no_grad;
-    model.forward(batch.src, batch.prev_output_tokens);
+    init_decoder(model.decoder, c);
   }
-  model.encoder->admin_profile->active = false;
-  model.decoder->admin_profile->active = false;
-  model.train(was_training);
+  if (c.scheme.init == InitMethod::kAdminProfile) run_admin_profile(model, {model.decoder->admin_profile.get()}, *profile);
+}
+
+void profile_admin(Seq2SeqImpl& model, const data::Batch& batch) {
+  run_admin_profile(model, {model.encoder->admin_profile.get(), model.decoder->admin_profile.get()}, batch);
 }
 
 }  // namespace normlab::model

@@ -6,6 +6,7 @@
 #include <torch/types.h>
 
 #include "data/batch.h"
+#include "model/decoder_only.h"
 #include "model/seq2seq.h"
 
 namespace normlab::model {
@@ -13,6 +14,10 @@ namespace normlab::model {
 // The encoder-decoder's init_parameters() (model.h's initialize() seeds first): every parameter
 // as model.config().scheme.init says. admin-profile needs `profile` (throws otherwise).
 void init_encoder_decoder(Seq2SeqImpl& model, const data::Batch* profile);
+
+// The decoder-only model's init_parameters(): its one stack as the encoder-decoder's decoder is
+// initialised, with the single-stack constants of scheme_constants.h (stack_constants).
+void init_decoder_only(DecoderOnlyImpl& model, const data::Batch* profile);
 
 // Admin profiling alone (REFERENCE §1): one training-mode forward on `batch` (its src and
 // prev_output_tokens) that sets every omega.

@@ -30,12 +30,6 @@ torch::Tensor feed_forward(torch::nn::Linear& fc1, torch::nn::Linear& fc2,
   return linear(fc2, model::dropout(linear_relu(fc1, x), activation_dropout, training));
 }
 
-double deepnorm_alpha(const ModelConfig& c, bool decoder) {
-  if (c.scheme.residual != ResidualForm::kDeepNorm) return 1.0;
-  return decoder ? deepnorm_decoder_alpha(c.decoder_layers)
-                 : deepnorm_encoder_alpha(c.encoder_layers, c.decoder_layers);
-}
-
 // QK-norm's kind when the scheme has it on.
 std::optional<NormKind> query_key_norm(const ModelConfig& c) {
   if (!c.scheme.qk_norm) return std::nullopt;
@@ -48,7 +42,7 @@ BlockContext layer_context(const ModelConfig& c, bool decoder, int64_t index,
   BlockContext context;
   context.layer = index;
   context.layers = decoder ? c.decoder_layers : c.encoder_layers;
-  context.deepnorm_alpha = deepnorm_alpha(c, decoder);
+  context.deepnorm_alpha = stack_constants(c, decoder).deepnorm_alpha;
   context.profile = std::move(profile);
   return context;
 }
@@ -81,9 +75,11 @@ DecoderLayerImpl::DecoderLayerImpl(const ModelConfig& c, BlockContext context)
                                                               query_key_norm(c)));
   rezero_alpha = context.rezero_alpha = register_rezero_alpha(*this, c);
   self_attn_block = ResidualBlock(*this, "self_attn", c, context);
-  encoder_attn = register_module(
-      "encoder_attn", MultiheadAttention(c.d_model, c.heads, c.attention_dropout, query_key_norm(c)));
-  encoder_attn_block = ResidualBlock(*this, "encoder_attn", c, context);
+  if (c.has_encoder()) {  // fairseq's no_encoder_attn otherwise (transformer_lm)
+    encoder_attn = register_module(
+        "encoder_attn", MultiheadAttention(c.d_model, c.heads, c.attention_dropout, query_key_norm(c)));
+    encoder_attn_block = ResidualBlock(*this, "encoder_attn", c, context);
+  }
   fc1 = register_module("fc1", torch::nn::Linear(c.d_model, c.ffn_dim));
   fc2 = register_module("fc2", torch::nn::Linear(c.ffn_dim, c.d_model));
   ffn_block = ResidualBlock(*this, "ffn", c, context);
@@ -95,9 +91,10 @@ torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x, const torch::Ten
   const bool train = is_training();
   auto h = self_attn_block.forward(
       x, [&](const torch::Tensor& t) { return self_attn(t, t, padding_mask, true); }, train);
-  h = encoder_attn_block.forward(
-      h, [&](const torch::Tensor& t) { return encoder_attn(t, encoder_out, encoder_padding_mask, false); },
-      train);
+  if (encoder_attn)
+    h = encoder_attn_block.forward(
+        h, [&](const torch::Tensor& t) { return encoder_attn(t, encoder_out, encoder_padding_mask, false); },
+        train);
   return ffn_block.forward(
       h, [&](const torch::Tensor& t) { return feed_forward(fc1, fc2, t, activation_dropout_, train); },
       train);
@@ -111,12 +108,9 @@ torch::Tensor DecoderLayerImpl::forward_step(const torch::Tensor& x, DecoderCach
         return self_attn->forward_step(t, cache.append(index, self_attn->project_kv(t)));
       },
       train);
-  h = encoder_attn_block.forward(
-      h,
-      [&](const torch::Tensor& t) {
-        return encoder_attn->forward_step(t, cache.encoder(index));
-      },
-      train);
+  if (encoder_attn)
+    h = encoder_attn_block.forward(
+        h, [&](const torch::Tensor& t) { return encoder_attn->forward_step(t, cache.encoder(index)); }, train);
   return ffn_block.forward(
       h, [&](const torch::Tensor& t) { return feed_forward(fc1, fc2, t, activation_dropout_, train); },
       train);

@@ -34,17 +34,20 @@ class EncoderLayerImpl : public torch::nn::Module {
 };
 TORCH_MODULE(EncoderLayer);
 
+// A decoder layer; without encoder attention (encoder_attn null) when the model has no encoder
+// (ModelConfig::has_encoder()).
 class DecoderLayerImpl : public torch::nn::Module {
  public:
   DecoderLayerImpl(const ModelConfig& config, BlockContext context);
-  // x (B,T,C), padding_mask (B,T), encoder_out (B,S,C), encoder_padding_mask (B,S) -> (B,T,C)
+  // x (B,T,C), padding_mask (B,T), encoder_out (B,S,C), encoder_padding_mask (B,S) -> (B,T,C);
+  // the encoder's tensors are not read (and may be undefined) without encoder attention.
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& padding_mask,
                         const torch::Tensor& encoder_out, const torch::Tensor& encoder_padding_mask);
   // One decoding step: x (N,1,C) the newest position, earlier ones in `cache`, where this
   // is layer `index` -> (N,1,C).
   torch::Tensor forward_step(const torch::Tensor& x, DecoderCache& cache, size_t index);
 
-  MultiheadAttention self_attn{nullptr}, encoder_attn{nullptr};
+  MultiheadAttention self_attn{nullptr}, encoder_attn{nullptr};  // encoder_attn: with an encoder only
   torch::nn::Linear fc1{nullptr}, fc2{nullptr};
   torch::Tensor rezero_alpha;  // ReZero only
   ResidualBlock self_attn_block, encoder_attn_block, ffn_block;

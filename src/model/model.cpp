@@ -5,8 +5,11 @@
 #include <deque>
 #include <stdexcept>
 
+#include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
+#include "model/decoder_only.h"
+#include "model/scheme_constants.h"
 #include "model/seq2seq.h"
 
 namespace normlab::model {
@@ -25,6 +28,7 @@ struct KindEntry {
 std::deque<KindEntry>& registry() {
   static std::deque<KindEntry> entries{
       {kEncoderDecoder, [](const ModelConfig& c) { return Model(Seq2Seq(c)); }},
+      {kDecoderOnly, [](const ModelConfig& c) { return Model(DecoderOnly(c)); }},
   };
   return entries;
 }
@@ -42,6 +46,21 @@ ModelImpl::ModelImpl(const ModelConfig& config) : config_(validated(config)) {}
 c10::Device ModelImpl::device() const {
   const auto params = parameters();
   return params.empty() ? c10::Device(c10::kCPU) : params.front().device();
+}
+
+nlohmann::json ModelImpl::scheme_manifest() const {
+  const auto& s = config_.scheme;
+  nlohmann::json j = {{"norm", to_string(s.norm)},
+                      {"residual", to_string(s.residual)},
+                      {"init", to_string(s.init)},
+                      {"norm_kind", to_string(s.norm_kind)},
+                      {"mix_ln_alpha", s.mix_alpha},
+                      {"ln_scaling", s.ln_scaling},
+                      {"qk_norm", s.qk_norm},
+                      {"dyt_alpha_init", kDyTAlphaInit}};
+  if (config_.has_encoder()) j["encoder_alpha"] = stack_constants(config_, /*decoder=*/false).deepnorm_alpha;
+  j["decoder_alpha"] = stack_constants(config_, /*decoder=*/true).deepnorm_alpha;
+  return j;
 }
 
 PrecisionGuard ModelImpl::precision_guard() const { return PrecisionGuard(precision_, device()); }

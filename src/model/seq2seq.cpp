@@ -70,19 +70,8 @@ std::map<std::string, std::string> Seq2SeqImpl::tied_aliases() const {
 
 nlohmann::json Seq2SeqImpl::manifest() const {
   const auto& c = config();
-  const bool deepnorm = c.scheme.residual == ResidualForm::kDeepNorm;
   return {
-      {"scheme",
-       {{"norm", to_string(c.scheme.norm)},
-        {"residual", to_string(c.scheme.residual)},
-        {"init", to_string(c.scheme.init)},
-        {"norm_kind", to_string(c.scheme.norm_kind)},
-        {"mix_ln_alpha", c.scheme.mix_alpha},
-        {"ln_scaling", c.scheme.ln_scaling},
-        {"qk_norm", c.scheme.qk_norm},
-        {"dyt_alpha_init", kDyTAlphaInit},
-        {"encoder_alpha", deepnorm ? deepnorm_encoder_alpha(c.encoder_layers, c.decoder_layers) : 1.0},
-        {"decoder_alpha", deepnorm ? deepnorm_decoder_alpha(c.decoder_layers) : 1.0}}},
+      {"scheme", scheme_manifest()},
       {"special_tokens", {{"bos", kBos}, {"pad", kPad}, {"eos", kEos}, {"unk", kUnk}}},
       {"source_append_eos", true},
       {"decoder_start_token", kEos},

@@ -11,6 +11,7 @@
 #include "core/process_group.h"
 #include "data/batching.h"
 #include "data/cache.h"
+#include "data/text_stream.h"
 #include "model/model.h"
 #include "model/seq2seq.h"
 #include "model/stacking.h"
@@ -53,7 +54,10 @@ std::string run_vocab(const TrainConfig& c, RunDir& dir, const model::LoadedMode
   }
   if (dir.writes() && !fs::exists(vocab_dir / data::kVocabModelFile)) {
     const auto t0 = std::chrono::steady_clock::now();
-    data::save_vocab(data::train_vocab_on_corpus(c.train_prefix, c.src_lang, c.tgt_lang, c.vocab), vocab_dir.string());
+    const auto bytes = c.model.has_encoder()
+                           ? data::train_vocab_on_corpus(c.train_prefix, c.src_lang, c.tgt_lang, c.vocab)
+                           : data::train_vocab(data::read_text_for_vocab(c.train_prefix), c.vocab);
+    data::save_vocab(bytes, vocab_dir.string());
     dir.line(
         "normlab train: trained a " + std::to_string(c.vocab.vocab_size) + "-piece BPE vocabulary in " +
         std::to_string(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()) + " s");

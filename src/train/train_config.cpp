@@ -25,6 +25,32 @@ std::vector<std::string> InitFromConfig::problems() const {
   return out;
 }
 
+namespace {
+
+// The options of one kind's data that the other kind does not read.
+std::vector<std::string> model_kind_problems(const TrainConfig& c) {
+  std::vector<std::string> out;
+  const auto& kind = c.model.kind;
+  if (c.model.has_encoder()) {
+    if (c.block_size != 0)
+      out.push_back("--block-size cuts running text for --model-kind " + std::string(model::kDecoderOnly) +
+                    "; an " + kind + " model reads sentence pairs");
+    return out;
+  }
+  auto refuse = [&](bool given, const std::string& option) {
+    if (given) out.push_back(option + " applies to sentence pairs; a " + kind + " model reads running text");
+  };
+  refuse(c.eval_bleu, "--eval-bleu");
+  refuse(c.max_pairs != 0, "--max-pairs");
+  refuse(c.max_length_ratio != 0.0, "--max-length-ratio");
+  if (c.text_block_size() > c.model.max_positions)
+    out.push_back("--block-size " + std::to_string(c.block_size) + " exceeds --max-positions " +
+                  std::to_string(c.model.max_positions));
+  return out;
+}
+
+}  // namespace
+
 std::vector<std::string> TrainConfig::problems() const {
   std::vector<std::string> out;
   if (train_prefix.empty()) out.push_back("--train is required");
@@ -42,6 +68,7 @@ std::vector<std::string> TrainConfig::problems() const {
   for (auto& p : loss_scaler.problems()) out.push_back(p);
   if (best_metric == BestMetric::kBleu && !eval_bleu) out.push_back("--best-metric bleu needs --eval-bleu");
   for (auto& p : init_from.problems()) out.push_back(p);
+  for (auto& p : model_kind_problems(*this)) out.push_back(p);
   if (init_from.pretrained_lr_scale != 1.0 && curvature.every > 0)
     out.push_back("--curvature-every measures one lr for every parameter: not with --pretrained-lr-scale");
   return out;

@@ -37,11 +37,14 @@ BestMetric parse_best_metric(const std::string& s);
 
 struct TrainConfig {
   // Data
-  std::string train_prefix;          // PREFIX.SRC / PREFIX.TGT (plain or .gz)
+  std::string train_prefix;          // PREFIX.SRC / PREFIX.TGT (plain or .gz); decoder-only: a text file
   std::string valid_prefix;          // validated after every epoch
   std::string test_prefix;           // optional: scored once when training ends
   double max_length_ratio = 0.0;     // drop training pairs with max(n,m)/min(n,m) above (0: off)
   int64_t max_pairs = 0;             // train on the first N pairs of the training text (0: all)
+  // A decoder-only model reads --train/--valid/--test as running text (data/text_stream.h), cut
+  // into blocks of this many positions; 0: --max-positions (run_clm's default block size).
+  int64_t block_size = 0;
   std::string src_lang = "de";
   std::string tgt_lang = "en";
   std::string cache_dir;             // encoded corpora; empty: RUN_DIR/cache
@@ -83,6 +86,8 @@ struct TrainConfig {
 
   // Every problem at once, naming the option.
   std::vector<std::string> problems() const;
+  // The positions of a block of running text (decoder-only): block_size, else max_positions.
+  int64_t text_block_size() const { return block_size > 0 ? block_size : model.max_positions; }
 };
 
 // config.json without the BleuValidator's settings (train() adds them).

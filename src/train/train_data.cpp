@@ -1,18 +1,47 @@
 #include "train/train_data.h"
 
 #include <algorithm>
+#include <numeric>
 #include <sstream>
 #include <stdexcept>
 
 #include "data/batching.h"
 #include "data/cache.h"
 #include "data/corpus.h"
+#include "data/text_stream.h"
 #include "train/train_config.h"
 
 namespace normlab::train {
 
+namespace {
+
+Corpus load_text_corpus(const std::string& path, const TrainConfig& c, const data::Vocab& vocab,
+                        const std::function<void(const std::string&)>& log) {
+  const auto stream = data::encode_text(path, vocab);
+  const int64_t n = c.text_block_size();
+  Corpus corpus;
+  corpus.files = {path};
+  corpus.layout = data::Layout::kBlocks;
+  corpus.tgt = data::cut_blocks(stream, n);
+  corpus.src.resize(corpus.tgt.size());
+  corpus.sizes = data::example_sizes(corpus.src, corpus.tgt, corpus.layout);
+  corpus.kept.resize(corpus.tgt.size());
+  std::iota(corpus.kept.begin(), corpus.kept.end(), 0);
+  const auto predicted = static_cast<int64_t>(corpus.tgt.size()) * n;
+  std::ostringstream s;
+  s << path << ": " << stream.tokens.size() << " tokens from " << stream.lines << " lines (" << stream.blank_lines
+    << " blank, " << stream.lines_changed << " with white space normalised), " << corpus.tgt.size()
+    << " blocks of " << n << " positions (" << static_cast<int64_t>(stream.tokens.size()) - 1 - predicted
+    << " tokens after the last block left out)";
+  log(s.str());
+  return corpus;
+}
+
+}  // namespace
+
 Corpus load_corpus(const std::string& prefix, const TrainConfig& c, const data::Vocab& vocab,
                    const std::string& cache_dir, bool training, const std::function<void(const std::string&)>& log) {
+  if (!c.model.has_encoder()) return load_text_corpus(prefix, c, vocab, log);
   auto loaded = data::load_encoded_corpus(prefix, c.src_lang, c.tgt_lang, vocab, cache_dir);
   log(loaded.message);
   Corpus corpus;
@@ -43,7 +72,7 @@ Corpus load_corpus(const std::string& prefix, const TrainConfig& c, const data::
 }
 
 data::Batch gather(const Corpus& corpus, const std::vector<int64_t>& indices) {
-  return data::gather_batch(corpus.src, corpus.tgt, indices);
+  return data::gather_batch(corpus.src, corpus.tgt, indices, corpus.layout);
 }
 
 }  // namespace normlab::train

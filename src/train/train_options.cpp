@@ -57,9 +57,10 @@ core::OptionTable<TrainConfig> make_train_options() {
   core::OptionTable<TrainConfig> t;
   t.group("Data");
   t.add("--train", "data.train", &TrainConfig::train_prefix,
-        "training text PREFIX (PREFIX.SRC, PREFIX.TGT, plain or .gz)");
-  t.add("--valid", "data.valid", &TrainConfig::valid_prefix, "validation text PREFIX");
-  t.add("--test", "data.test", &TrainConfig::test_prefix, "test text PREFIX, scored with the final model");
+        "training text PREFIX (PREFIX.SRC, PREFIX.TGT, plain or .gz); decoder-only: a text FILE");
+  t.add("--valid", "data.valid", &TrainConfig::valid_prefix, "validation text PREFIX (decoder-only: FILE)");
+  t.add("--test", "data.test", &TrainConfig::test_prefix,
+        "test text PREFIX (decoder-only: FILE), scored with the final model");
   t.add("--max-length-ratio", "data.max_length_ratio", &TrainConfig::max_length_ratio,
         "drop training pairs whose longer side exceeds this multiple of the shorter (0: off)");  // data's FilterOptions checks it
   t.add("--src", "data.src", &TrainConfig::src_lang, "source language suffix");
@@ -74,6 +75,8 @@ core::OptionTable<TrainConfig> make_train_options() {
         between(0, 4096, true, false));
   t.add("--max-pairs", "data.max_pairs", &TrainConfig::max_pairs, "train on the first N pairs of --train only (0: all)",
         at_least(0));
+  t.add("--block-size", "data.block_size", &TrainConfig::block_size,
+        "decoder-only: positions per block of running text (0: --max-positions)", at_least(0));
   t.add_part(&TrainConfig::init_from, init_from_options(), "init_from");
 
   t.add_part(&TrainConfig::optimizer, optimizer_options(), "optimizer");

@@ -150,7 +150,8 @@ void Trainer::validate_and_save(bool end_of_epoch) {
 
 // Every rank takes every WORLD_SIZE-th batch of the corpus; the sums are all ranks'.
 Sums Trainer::validate(const Corpus& corpus) {
-  const auto l = corpus_loss(net_, corpus.src, corpus.tgt, corpus.kept, c_.batching, c_.seed, c_.loss, dp_.shard());
+  const auto l = corpus_loss(net_, corpus.src, corpus.tgt, corpus.kept, c_.batching, c_.seed, c_.loss, dp_.shard(),
+                             corpus.layout);
   return dp_.all_reduced({l.loss, l.nll, l.tokens});
 }
 

@@ -174,6 +174,54 @@ def case_deepnorm(args):
     return failures, f"{len(state)} tensors, worst deviation {worst:.1e}; N={n} M={m}: {constants}"
 
 
+def decoder_only_ratio(name, scheme, layers, share):
+    """A decoder-only stack's factor over fairseq's init (docs/schemes.md, "Model kinds"):
+    T-Fixup (6N)^(-1/4) on out_proj, fc1, fc2, v_proj (times sqrt(2)) and the token table
+    (Huang et al. Eq. 7 without the memory terms, |v| = |w| = |y| = (3L)^(-1/4), L = 2N blocks);
+    DeepNorm beta = (8N)^(-1/4) as deepnorm_ratio (Wang et al. 2022, Table 1, decoder-only)."""
+    if scheme == "deepnorm":
+        beta = (8 * layers) ** -0.25
+        if "layers." not in name:
+            return 1.0
+        if name.endswith(("q_proj.weight", "k_proj.weight")):
+            return SQRT2
+        if name.endswith("v_proj.weight"):
+            return beta * SQRT2
+        return beta if name.endswith(("out_proj.weight", "fc1.weight", "fc2.weight")) else 1.0
+    factor = (6 * layers) ** -0.25
+    if name == "decoder.embed_tokens.weight":
+        return factor
+    if name == "decoder.output_projection.weight":
+        return 1.0 if share == "none" else factor
+    if name.endswith("v_proj.weight"):
+        return factor * SQRT2
+    return factor if name.endswith(("out_proj.weight", "fc1.weight", "fc2.weight")) else 1.0
+
+
+def case_decoder_only(args):
+    failures, worst, checked = [], 0.0, 0
+    for scheme, layers, share in (("t-fixup", 3, "decoder"), ("t-fixup", 2, "none"), ("deepnorm", 3, "decoder")):
+        sizes = dict(TINY, layers=layers, share=share)
+        del sizes["encoder_layers"], sizes["decoder_layers"]
+        tag = f"decoder-only.{scheme}.{layers}.{share}"
+        kind = ("--model-kind", "decoder-only")
+        state, config = init_export(args, tag, sizes, *kind, "--scheme", scheme)
+        plain = ("--scheme", "deepnorm", "--init", "xavier") if scheme == "deepnorm" else (
+            "--norm", "none", "--residual", "plain", "--init", "xavier")
+        base, _ = init_export(args, tag + ".xavier", sizes, *kind, *plain)
+        run_failures, run_worst = check_ratios(state, base,
+                                               lambda name: decoder_only_ratio(name, scheme, layers, share))
+        failures += [f"{tag}: {failure}" for failure in run_failures]
+        if any(name.startswith("encoder.") for name in state):
+            failures.append(f"{tag}: encoder parameters in a decoder-only model")
+        alpha = (2 * layers) ** 0.25 if scheme == "deepnorm" else 1.0
+        if not math.isclose(config["scheme"]["decoder_alpha"], alpha, rel_tol=1e-12):
+            failures.append(f"{tag}: scheme.decoder_alpha {config['scheme']['decoder_alpha']!r}, expected {alpha!r}")
+        worst, checked = max(worst, run_worst), checked + len(state)
+    return failures, (f"3 runs, {checked} tensors, worst deviation {worst:.1e}; N=3: T-Fixup {18 ** -0.25:.4f}, "
+                      f"DeepNorm alpha {6 ** 0.25:.4f} beta {24 ** -0.25:.4f}")
+
+
 # fairseq's init on a model large enough for statistics (REFERENCE §1 "Initialisation").
 XAVIER_SIZES = {"d_model": 256, "ffn_dim": 512, "heads": 4, "encoder_layers": 1, "decoder_layers": 1,
                 "vocab_size": 1000, "share": "none"}
@@ -334,7 +382,8 @@ def case_score_batching(args):
 
 
 CASES = {"t-fixup": case_t_fixup, "deepnorm": case_deepnorm, "xavier": case_xavier,
-         "admin-profile": case_admin_profile, "score-batching": case_score_batching}
+         "admin-profile": case_admin_profile, "score-batching": case_score_batching,
+         "decoder-only": case_decoder_only}
 
 
 def main():

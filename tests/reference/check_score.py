@@ -73,6 +73,8 @@ def parse_args():
     parser.add_argument("--z-loss", type=float, default=0.0,
                         help="passed to `normlab score`: the loss also holds C (log Z)^2 per token")
     parser.add_argument("--seed", type=int, default=20240611, help="seed of the random ids")
+    parser.add_argument("--model-kind", default="encoder-decoder", choices=["encoder-decoder", "decoder-only"],
+                        help="decoder-only: DECODER_LAYERS layers, scored on tgt.ids alone")
     parser.add_argument("--precision", default="fp32", choices=["fp32", "bf16"],
                         help="bf16: normlab's mixed precision against PyTorch AMP")
     return parser.parse_args()
@@ -103,8 +105,11 @@ def normlab_score(args):
     """init, export and score with normlab; return its score JSON and the paths it wrote."""
     workdir = args.workdir
     checkpoint, weights, grads = workdir / "model.ckpt", workdir / "weights.pt", workdir / "grads.pt"
-    init = ["init", "--scheme", args.scheme, "--d-model", D_MODEL, "--ffn-dim", FFN_DIM,
-            "--heads", HEADS, "--encoder-layers", ENCODER_LAYERS, "--decoder-layers", DECODER_LAYERS,
+    decoder_only = args.model_kind == "decoder-only"
+    layers = ["--layers", DECODER_LAYERS] if decoder_only else [
+        "--encoder-layers", ENCODER_LAYERS, "--decoder-layers", DECODER_LAYERS]
+    init = ["init", "--model-kind", args.model_kind, "--scheme", args.scheme, "--d-model", D_MODEL,
+            "--ffn-dim", FFN_DIM, "--heads", HEADS, *layers,
             "--vocab-size", VOCAB, "--share", args.share, "--seed", 7,
             "--dtype", "float64" if args.precision == "fp32" else "float32",
             "--out", checkpoint]
@@ -120,8 +125,9 @@ def normlab_score(args):
         init += ["--qk-norm"]
     run_normlab(args.normlab, *init)
     run_normlab(args.normlab, "export", "--checkpoint", checkpoint, "--out", weights)
+    source = [] if decoder_only else ["--src-ids", workdir / "src.ids"]
     stdout = run_normlab(args.normlab, "score", "--checkpoint", checkpoint,
-                         "--src-ids", workdir / "src.ids", "--tgt-ids", workdir / "tgt.ids",
+                         *source, "--tgt-ids", workdir / "tgt.ids",
                          "--label-smoothing", LABEL_SMOOTHING, "--ls-formula", args.formula,
                          "--json", "--grad-out", grads, "--precision", args.precision,
                          "--z-loss", args.z_loss)
@@ -140,8 +146,9 @@ def check_config(config, state, args):
     """The exported model is the one requested; return a list of failure messages."""
     failures = []
     model, scheme = config["model"], config["scheme"]
+    decoder_only = args.model_kind == "decoder-only"
     expected = {"d_model": D_MODEL, "ffn_dim": FFN_DIM, "heads": HEADS,
-                "encoder_layers": ENCODER_LAYERS, "decoder_layers": DECODER_LAYERS,
+                "encoder_layers": 0 if decoder_only else ENCODER_LAYERS, "decoder_layers": DECODER_LAYERS,
                 "src_vocab_size": VOCAB, "tgt_vocab_size": VOCAB, "share_embeddings": args.share}
     failures += [f"weights.json model.{key} = {model.get(key)!r}, expected {value!r}"
                  for key, value in expected.items() if model.get(key) != value]
@@ -152,6 +159,8 @@ def check_config(config, state, args):
     form["mix_ln_alpha"] = args.mix_ln_alpha if args.mix_ln_alpha is not None else 0.25
     failures += [f"weights.json scheme.{key} = {scheme.get(key)!r} for --scheme {args.scheme}, expected {value!r}"
                  for key, value in form.items() if scheme.get(key) != value]
+    if model.get("kind", "encoder-decoder") != args.model_kind:
+        failures.append(f"weights.json model.kind = {model.get('kind')!r}, expected {args.model_kind!r}")
     if config["tied"] != EXPECTED_TIED[args.share]:
         failures.append(f"weights.json tied = {config['tied']}, expected {EXPECTED_TIED[args.share]}")
     failures += [f"weights.pt alias {alias} differs from {stored}"
@@ -171,18 +180,28 @@ def deepnorm_constants(n, m):
             "decoder": ((3 * m) ** 0.25, (12 * m) ** -0.25)}
 
 
+def single_stack_deepnorm(m):
+    """DeepNorm's (alpha, beta) for a decoder-only stack of M layers (Wang et al. 2022,
+    Table 1): (2M)^(1/4), (8M)^(-1/4)."""
+    return (2 * m) ** 0.25, (8 * m) ** -0.25
+
+
 def check_scheme_constants(config, state, args):
     """Scheme constants that enter the forward pass (REF 1); return failure messages."""
     scheme, failures = config["scheme"], []
     n, m = ENCODER_LAYERS, DECODER_LAYERS
-    alphas = {"encoder": 1.0, "decoder": 1.0}
+    decoder_only = args.model_kind == "decoder-only"
+    alphas = {"decoder": 1.0} if decoder_only else {"encoder": 1.0, "decoder": 1.0}
     if scheme["residual"] == "deepnorm":
-        alphas = {side: alpha for side, (alpha, _) in deepnorm_constants(n, m).items()}
+        alphas = ({"decoder": single_stack_deepnorm(m)[0]} if decoder_only else
+                  {side: alpha for side, (alpha, _) in deepnorm_constants(n, m).items()})
+    if decoder_only and "encoder_alpha" in scheme:
+        failures.append("weights.json scheme.encoder_alpha for a model without an encoder")
     for side, value in alphas.items():
         if not math.isclose(scheme[f"{side}_alpha"], value, rel_tol=1e-12):
             failures.append(f"weights.json scheme.{side}_alpha = {scheme[f'{side}_alpha']}, expected {value}")
     if args.init == "admin-closed-form":  # omega = sqrt((N+1)/ln(N+1) - 1), N residual sub-layers
-        sublayers = {"encoder": 2 * n, "decoder": 3 * m}
+        sublayers = {"encoder": 2 * n, "decoder": 2 * m if decoder_only else 3 * m}
         for name, tensor in state.items():
             if name.endswith("_omega"):
                 count = sublayers[name.split(".")[0]]
@@ -298,7 +317,7 @@ def main():
     state, config = load_weights(weights_path)
     grads = torch.load(grads_path, map_location="cpu", weights_only=True)
 
-    case = f"{args.scheme}/{args.share}/{args.formula}" + (f"/z-loss {args.z_loss:g}" if args.z_loss else "")
+    case = ("decoder-only/" if args.model_kind == "decoder-only" else "") + f"{args.scheme}/{args.share}/{args.formula}" + (f"/z-loss {args.z_loss:g}" if args.z_loss else "")
     if args.precision == "bf16":
         failures, summary = check_mixed_precision(score, grads, state, config, src_lines, tgt_lines, args)
         if failures:

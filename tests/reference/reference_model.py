@@ -196,16 +196,20 @@ class EncoderLayer(TransformerLayer):
 
 
 class DecoderLayer(TransformerLayer):
-    """Causal self-attention block, cross-attention block, then FFN block."""
+    """Causal self-attention block, cross-attention block, then FFN block; without the
+    cross-attention block in a decoder-only model (fairseq's transformer_lm, no_encoder_attn)."""
 
-    def __init__(self, cfg, scheme, index, count):
-        super().__init__(cfg, scheme, ("self_attn", "encoder_attn", "ffn"), index, count)
+    def __init__(self, cfg, scheme, index, count, cross_attention=True):
+        blocks = ("self_attn", "encoder_attn", "ffn") if cross_attention else ("self_attn", "ffn")
+        super().__init__(cfg, scheme, blocks, index, count)
         self.self_attn = MultiheadAttention(cfg["d_model"], cfg["heads"], cfg["attention_dropout"], cfg)
-        self.encoder_attn = MultiheadAttention(cfg["d_model"], cfg["heads"], cfg["attention_dropout"], cfg)
+        if cross_attention:
+            self.encoder_attn = MultiheadAttention(cfg["d_model"], cfg["heads"], cfg["attention_dropout"], cfg)
 
     def forward(self, x, self_blocked, encoder_out, cross_blocked):
         x = self.block(x, lambda h: self.self_attn(h, h, self_blocked), "self_attn")
-        x = self.block(x, lambda h: self.encoder_attn(h, encoder_out, cross_blocked), "encoder_attn")
+        if hasattr(self, "encoder_attn"):
+            x = self.block(x, lambda h: self.encoder_attn(h, encoder_out, cross_blocked), "encoder_attn")
         return self.block(x, self.feed_forward, "ffn")
 
 
@@ -261,10 +265,10 @@ class Encoder(Embedder):
 class Decoder(Embedder):
     """Embeddings, decoder layers, a final norm as the encoder's, then the output projection."""
 
-    def __init__(self, cfg, scheme, embed_tokens, output_weight):
+    def __init__(self, cfg, scheme, embed_tokens, output_weight, cross_attention=True):
         super().__init__(cfg, embed_tokens)
         count = cfg["decoder_layers"]
-        self.layers = nn.ModuleList(DecoderLayer(cfg, scheme, i, count) for i in range(count))
+        self.layers = nn.ModuleList(DecoderLayer(cfg, scheme, i, count, cross_attention) for i in range(count))
         if scheme["norm"] in FINAL_NORM_PLACEMENTS:
             self.layer_norm = make_norm(cfg, cfg["d_model"])
         self.output_projection = nn.Linear(cfg["d_model"], cfg["tgt_vocab_size"], bias=False)
@@ -292,7 +296,9 @@ def key_padding(tokens, pad):
 
 
 class ReferenceTransformer(nn.Module):
-    """The normlab model, built from the `weights.json` dict; parameters carry fairseq names."""
+    """The normlab model, built from the `weights.json` dict; parameters carry fairseq names.
+    model.kind "decoder-only" (conv "Model kinds"): the decoder alone, without cross-attention,
+    reading prev_output_tokens only."""
 
     def __init__(self, config):
         super().__init__()
@@ -320,6 +326,14 @@ class ReferenceTransformer(nn.Module):
                     "mix_ln_alpha": scheme.get("mix_ln_alpha", 0.25),
                     "ln_scaling": scheme.get("ln_scaling", False)}
 
+        self.decoder_only = cfg.get("kind", "encoder-decoder") == "decoder-only"
+        if self.decoder_only:
+            if share == "all":
+                raise ValueError("a decoder-only model has one table: share_embeddings decoder or none")
+            table_ = table(cfg["tgt_vocab_size"])
+            self.decoder = Decoder(cfg, stack_scheme("decoder"), table_,
+                                   table_.weight if share == "decoder" else None, cross_attention=False)
+            return
         src_table = table(cfg["src_vocab_size"])
         tgt_table = src_table if share == "all" else table(cfg["tgt_vocab_size"])
         self.encoder = Encoder(cfg, stack_scheme("encoder"), src_table)
@@ -334,6 +348,8 @@ class ReferenceTransformer(nn.Module):
                 if stored[id(p)] != name}
 
     def forward(self, src_tokens, prev_output_tokens):
+        if self.decoder_only:  # the source is not read
+            return self.decoder(prev_output_tokens, None, None)
         src_blocked = key_padding(src_tokens, self.pad)
         encoder_out = self.encoder(src_tokens, src_blocked)
         return self.decoder(prev_output_tokens, encoder_out, src_blocked)
