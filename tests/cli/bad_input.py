@@ -59,6 +59,7 @@ def main():
         "hyp3.txt": "a b\nc d\ne f\n",
         "ref2.txt": "a b\nc d\n",
         "garbage.model": os.urandom(300),
+        "blank.txt": "\n  \n",
     })
     ok = subprocess.run([args.normlab, "bpe", "train", "--train", w("c"), "--src", "de", "--tgt", "en",
                          "--vocab-size", "40", "--out", w("bpe")], capture_output=True)
@@ -79,6 +80,9 @@ def main():
                                         "--src", w(src), "--ref", w(ref), *more]
     train = lambda *more: ["train", "--train", w("c"), "--valid", w("c"), "--out", w("run"), "--max-epochs", "1",
                            *tiny[:-2], *more]
+    lm_train = lambda text, *more: ["train", "--model-kind", "decoder-only", "--train", w(text), "--valid", w(text),
+                                    "--out", w("lm_run"), "--max-steps", "1", "--layers", "1", *tiny[:6],
+                                    "--vocab-size", "40", *more]
     bpe_train = lambda prefix, *more: ["bpe", "train", "--train", w(prefix), "--src", "de", "--tgt", "en",
                                        "--out", w("bpe_out"), *more]
     score = lambda ckpt, tgt="tgt.txt": ["score", "--checkpoint", w(ckpt), "--src-ids", w("src.txt"),
@@ -161,6 +165,16 @@ def main():
         (probe("--train", w("missing")), "cannot find " + w("missing.de")),
         (probe("--train", w("c"), "--vocab", w("garbage.model")), "not a SentencePiece model"),
         (probe("--vocab", model), "--vocab needs --train"),
+        # Issue 35: a decoder-only model's running text and the options it does not read.
+        (lm_train("blank.txt"), w("blank.txt") + ": no text to model (2 lines, none with text)"),
+        (lm_train("c.en", "--block-size", "64", "--max-positions", "32"), "--block-size 64 exceeds --max-positions 32"),
+        (lm_train("c.en", "--eval-bleu"), "--eval-bleu applies to sentence pairs; a decoder-only model reads running text"),
+        (lm_train("c.en", "--max-pairs", "5"), "--max-pairs applies to sentence pairs"),
+        (train("--block-size", "8"), "--block-size cuts running text for --model-kind decoder-only"),
+        (["init", "--model-kind", "decoder-only", *tiny, "--out", w("x")],
+         "--encoder-layers: a decoder-only model has no encoder, got 1"),
+        (["init", "--model-kind", "decoder-only", "--layers", "1", *tiny[:6], "--vocab-size", "20", "--share", "all",
+          "--out", w("x")], "--share all: a decoder-only model has one token table"),
         (probe()[:-2], "--out is required"),
         (["perturb", *tiny_layers, "--out", w("p"), "--delta", "gauss"], "--delta: unknown value 'gauss'"),
         (["perturb", *tiny_layers, "--out", w("p"), "--depths", "2,0"], "--depths: every depth must be >= 1, got 0"),

@@ -4,7 +4,8 @@ SIGKILL at a random moment after update N's checkpoint followed by a resume, giv
 bit-identical parameters on the CPU with dropout on. Also: a corrupted checkpoint_last.pt makes
 the resume fall back to the newest intact checkpoint, and says so. With --precision bf16 (issue
 15): the same in mixed precision, the run really is bf16 (its parameters differ from the fp32
-run's), and resuming it with another --precision is refused."""
+run's), and resuming it with another --precision is refused. With --model-kind decoder-only
+(issue 35): the same for a language model on blocks of running text."""
 import os
 import random
 import signal
@@ -18,10 +19,15 @@ import cli_setup  # noqa: E402
 N = 100  # updates before the checkpoint; the runs train 2N (about 1 s on one core)
 
 
-def train_args(normlab, prefix, out, precision):
-    return [normlab, "train", "--train", prefix, "--valid", prefix, "--src", "de", "--tgt", "en",
-            "--vocab-size", "300", "--d-model", "16", "--ffn-dim", "32", "--heads", "2",
-            "--encoder-layers", "2", "--decoder-layers", "2", "--dropout", "0.3",
+def train_args(normlab, prefix, out, precision, kind="encoder-decoder"):
+    if kind == "decoder-only":  # the English side as running text, in blocks of 32
+        data = ["--model-kind", kind, "--train", prefix + ".en.gz", "--valid", prefix + ".en.gz",
+                "--layers", "2", "--block-size", "32", "--max-positions", "64"]
+    else:
+        data = ["--train", prefix, "--valid", prefix, "--src", "de", "--tgt", "en",
+                "--encoder-layers", "2", "--decoder-layers", "2"]
+    return [normlab, "train", *data,
+            "--vocab-size", "300", "--d-model", "16", "--ffn-dim", "32", "--heads", "2", "--dropout", "0.3",
             "--max-tokens", "200", "--max-steps", str(2 * N), "--save-interval-updates", str(N),
             "--log-interval", "10", "--lr", "1e-3", "--seed", "5", "--threads", "1",
             "--device", "cpu", "--precision", precision, "--out", out]
@@ -29,9 +35,11 @@ def train_args(normlab, prefix, out, precision):
 
 def main():
     args, prefix, w = cli_setup.parse_and_prepare(
-        lambda ap: ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16"]))
+        lambda ap: (ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16"]),
+                    ap.add_argument("--model-kind", default="encoder-decoder",
+                                    choices=["encoder-decoder", "decoder-only"])))
     straight, killed = w("straight"), w("killed")
-    run = lambda out: train_args(args.normlab, prefix, out, args.precision)
+    run = lambda out: train_args(args.normlab, prefix, out, args.precision, args.model_kind)
 
     subprocess.run(run(straight), check=True, capture_output=True)
 
@@ -68,17 +76,18 @@ def main():
         print("FAIL: no fallback to an intact checkpoint:", fallback.returncode, fallback.stderr)
         return 1
     if args.precision != "fp32":
-        other = train_args(args.normlab, prefix, killed, "fp32")
+        other = train_args(args.normlab, prefix, killed, "fp32", args.model_kind)
         refused = subprocess.run(other, capture_output=True, text=True)
         if refused.returncode != 2 or f'precision was "{args.precision}", now "fp32"' not in refused.stderr:
             print("FAIL: resuming with another --precision was not refused:", refused.returncode, refused.stderr)
             return 1
         fp32 = w("fp32")
-        subprocess.run(train_args(args.normlab, prefix, fp32, "fp32"), check=True, capture_output=True)
+        subprocess.run(train_args(args.normlab, prefix, fp32, "fp32", args.model_kind), check=True,
+                       capture_output=True)
         if cli_setup.same_parameters(os.path.join(straight, last), os.path.join(fp32, last)):
             print(f"FAIL: the {args.precision} run ended with the fp32 run's parameters: no mixed precision")
             return 1
-    print(f"1 passed, 0 failed ({args.precision}, killed {'during' if was_running else 'after'} training)")
+    print(f"1 passed, 0 failed ({args.model_kind}, {args.precision}, killed {'during' if was_running else 'after'} training)")
     return 0
 
 
