@@ -71,6 +71,7 @@ int main(int argc, char** argv) {
   add(app::add_perturb_command);
   add(app::add_translate_command);
   add(app::add_evaluate_command);
+  add(app::add_eval_lm_command);
   add(app::add_hessian_command);
   add(app::add_synth_command);
   add(app::add_run_command);

@@ -1,0 +1,70 @@
+#!/usr/bin/env python3
+"""A decoder-only language model end to end on real English text (issue 35): `normlab lm-data`,
+`normlab train --model-kind decoder-only` on its valid.txt with test.txt as validation and test
+text, then `normlab eval-lm`. Checks: the loss falls; eval-lm on the validation text gives the
+run's last valid_nll (to 1e-6: fp32 sums over other batches) and its token count exactly
+(the same blocks, re-encoded); the
+test record equals eval-lm on test.txt; perplexity is exp(nll); eval-lm refuses an
+encoder-decoder checkpoint with one line."""
+import json
+import math
+import os
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import cli_setup  # noqa: E402
+
+
+def run(normlab, *argv):
+    r = subprocess.run([normlab, *map(str, argv)], capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"FAIL: {' '.join(map(str, argv))} exited {r.returncode}: {r.stderr}")
+    return r
+
+
+def main():
+    args, w = cli_setup.start("data")
+    lm = os.path.join(args.data, "lm")
+    if not os.path.isdir(lm):
+        print(f"SKIP: no data at {lm}")
+        return 0
+    normlab = args.normlab
+    run(normlab, "lm-data", "--data", lm, "--out", w("lm"))
+    text = lambda split: os.path.join(w("lm"), f"{split}.txt")
+    out = w("run")
+    run(normlab, "train", "--model-kind", "decoder-only", "--scheme", "pre-ln", "--layers", 2, "--d-model", 32,
+        "--ffn-dim", 64, "--heads", 2, "--max-positions", 64, "--block-size", 64, "--train", text("valid"),
+        "--valid", text("test"), "--test", text("test"), "--vocab-size", 1000, "--max-tokens", 2048,
+        "--max-steps", 40, "--log-interval", 10, "--lr", "3e-3", "--warmup-steps", 5, "--label-smoothing", 0,
+        "--dropout", 0.1, "--seed", 3, "--threads", 1, "--out", out)
+    records = [json.loads(line) for line in open(os.path.join(out, "metrics.jsonl"))]
+    train = [r for r in records if "loss" in r and "step" in r]
+    valid = [r for r in records if "valid_nll" in r][-1]
+    test = [r for r in records if "test_nll" in r][-1]
+    ckpt = os.path.join(out, "checkpoints", "checkpoint_last.pt")
+    ev = lambda split: json.loads(run(normlab, "eval-lm", "--checkpoint", ckpt, "--text", text(split), "--json",
+                                      "--threads", 1).stdout)
+    on_valid = on_test = ev("test")  # test.txt is both the validation and the test text
+    check = cli_setup.Checks()
+    check(train[-1]["loss"] < train[0]["loss"] - 0.5, f"the training loss did not fall: {train[0]['loss']} -> {train[-1]['loss']}")
+    same = lambda a, b: math.isclose(a, b, rel_tol=1e-6)  # fp32 sums of other batches
+    check(same(on_valid["nll"], valid["valid_nll"]) and on_valid["tokens"] == valid["valid_tokens"],
+          f"eval-lm {on_valid['nll']!r} on {on_valid['tokens']} tokens, the run's valid_nll {valid['valid_nll']!r} "
+          f"on {valid['valid_tokens']}")
+    check(same(on_test["nll"], test["test_nll"]), f"eval-lm {on_test['nll']!r}, the run's test_nll {test['test_nll']!r}")
+    check(math.isclose(on_valid["ppl"], math.exp(on_valid["nll"]), rel_tol=1e-12), "ppl is not exp(nll)")
+    check(on_valid["blocks"] * 64 == on_valid["tokens"], f"{on_valid['blocks']} blocks of 64, {on_valid['tokens']} tokens")
+    run(normlab, "init", "--d-model", 8, "--ffn-dim", 8, "--heads", 2, "--layers", 1, "--vocab-size", 20,
+        "--out", w("seq2seq.pt"))
+    refused = subprocess.run([normlab, "eval-lm", "--checkpoint", w("seq2seq.pt"), "--text", text("test")],
+                             capture_output=True, text=True)
+    check(refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1 and
+          "needs a decoder-only model, not encoder-decoder" in refused.stderr,
+          f"eval-lm on an encoder-decoder: rc {refused.returncode}, {refused.stderr!r}")
+    return check.finish(f"train loss {train[0]['loss']:.3f} -> {train[-1]['loss']:.3f}, "
+                        f"valid ppl {valid['valid_ppl']:.1f}, test ppl {on_test['ppl']:.1f}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
