@@ -79,7 +79,9 @@ Tracer::Tracer(const train::TraceConfig& config, model::Model net, const std::st
     : config_(config), net_(std::move(net)), dir_(dir) {
   core::throw_if_problems(config_.problems());
   const auto named = net_->named_parameters();
-  for (const auto& name : config_.params) {
+  auto names = config_.params;
+  if (names.empty()) names = {net_->stacks().front().name + ".embed_tokens.weight"};
+  for (const auto& name : names) {
     const auto* p = named.find(name);
     if (!p) throw std::invalid_argument("--trace-params: no parameter '" + name + "' (names as in `normlab export`)");
     params_[name] = *p;

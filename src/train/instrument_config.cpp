@@ -6,7 +6,6 @@ namespace normlab::train {
 
 std::vector<std::string> TraceConfig::problems() const {
   std::vector<std::string> p = trace_options().problems(*this);
-  if (steps > 0 && params.empty()) p.push_back("--trace-params is empty");
   if (!(log10_hi > log10_lo) || bins_per_decade < 1) p.push_back("trace bins: need log10_hi > log10_lo, bins >= 1");
   return p;
 }

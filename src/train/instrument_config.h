@@ -13,7 +13,9 @@ namespace normlab::train {
 // configuration (config.json "output": trace_steps, trace_params).
 struct TraceConfig {
   int64_t steps = 0;  // trace updates 1..steps (0: off, and nothing is done at all)
-  std::vector<std::string> params{"encoder.embed_tokens.weight"};  // parameter names
+  // Parameter names; empty: the token table of the model's first stack (encoder.embed_tokens.weight,
+  // a decoder-only model's decoder.embed_tokens.weight).
+  std::vector<std::string> params;
   double log10_lo = -16.0, log10_hi = 4.0;  // histogram bins cover |v| in [10^lo, 10^hi)
   int64_t bins_per_decade = 10;
   bool logits = false;  // --trace-logits: every update's attention and output logits (analysis::LogitTracer)

@@ -224,7 +224,7 @@ const core::OptionTable<TraceConfig>& trace_options() {
     t.add("--trace-steps", "trace_steps", &TraceConfig::steps,
           "histograms of gradients and updates, LayerNorm input norms, for the first N updates (RUN_DIR/trace/)",
           at_least(0));
-    t.add("--trace-params", "trace_params", &TraceConfig::params, "parameters to trace, comma-separated");
+    t.add("--trace-params", "trace_params", &TraceConfig::params, "parameters to trace, comma-separated (default: the first stack's token table)");
     t.add("--trace-logits", "trace_logits", &TraceConfig::logits,
           "every update: each attention head's largest |q.k|/sqrt(D) and the output's mean and max log Z "
           "(RUN_DIR/trace/attention_logits.csv, output_logits.csv)");

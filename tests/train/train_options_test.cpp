@@ -110,7 +110,7 @@ TEST(TrainOptions, ConfigJsonValuesKeepTheirForm) {
   EXPECT_TRUE(j["seed"].is_number_unsigned());
   EXPECT_TRUE(j["limits"]["max_steps"].is_number_integer());
   EXPECT_TRUE(j["schedule"]["lr"].is_number_float());
-  EXPECT_EQ(j["output"]["trace_params"], nlohmann::json::parse(R"(["encoder.embed_tokens.weight"])"));
+  EXPECT_EQ(j["output"]["trace_params"], nlohmann::json::array());
 }
 
 TEST(TrainOptions, AValueOutOfRangeIsOneProblemNamingItsFlag) {
