@@ -1,13 +1,10 @@
 #include "model/decoder_only.h"
 
-#include <cmath>
-
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
 #include "core/tokens.h"
 #include "model/init.h"
-#include "model/scheme_constants.h"
 
 namespace normlab::model {
 
@@ -44,15 +41,9 @@ std::map<std::string, std::string> DecoderOnlyImpl::tied_aliases() const {
 }
 
 nlohmann::json DecoderOnlyImpl::manifest() const {
-  const auto& c = config();
-  return {
-      {"scheme", scheme_manifest()},
-      {"special_tokens", {{"bos", kBos}, {"pad", kPad}, {"eos", kEos}, {"unk", kUnk}}},
-      {"line_end_token", kEos},
-      {"position_offset", kPositionOffset},
-      {"embed_scale", std::sqrt(static_cast<double>(c.d_model))},
-      {"layer_norm_eps", kNormEps},
-  };
+  auto j = common_manifest();
+  j["line_end_token"] = kEos;  // every line of running text ends in </s> (data/text_stream.h)
+  return j;
 }
 
 }  // namespace normlab::model

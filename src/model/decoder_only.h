@@ -27,8 +27,7 @@ class DecoderOnlyImpl : public ModelImpl {
   void init_parameters(const data::Batch* profile) override;  // init.h's init_decoder_only
   std::vector<StackView> stacks() override;                  // the decoder (self_attn, ffn)
   std::map<std::string, std::string> tied_aliases() const override;
-  // Scheme constants (DeepNorm's alpha for a single stack, DyT's alpha), special tokens, the
-  // position offset, the embedding scale, the norms' eps.
+  // common_manifest() and the token that ends every line of text (</s>).
   nlohmann::json manifest() const override;
 
   Decoder decoder{nullptr};

@@ -2,12 +2,14 @@
 // each, then those registered later (register_model_kind).
 #include "model/model.h"
 
+#include <cmath>
 #include <deque>
 #include <stdexcept>
 
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
+#include "core/tokens.h"
 #include "model/decoder_only.h"
 #include "model/scheme_constants.h"
 #include "model/seq2seq.h"
@@ -48,19 +50,23 @@ c10::Device ModelImpl::device() const {
   return params.empty() ? c10::Device(c10::kCPU) : params.front().device();
 }
 
-nlohmann::json ModelImpl::scheme_manifest() const {
+nlohmann::json ModelImpl::common_manifest() const {
   const auto& s = config_.scheme;
-  nlohmann::json j = {{"norm", to_string(s.norm)},
-                      {"residual", to_string(s.residual)},
-                      {"init", to_string(s.init)},
-                      {"norm_kind", to_string(s.norm_kind)},
-                      {"mix_ln_alpha", s.mix_alpha},
-                      {"ln_scaling", s.ln_scaling},
-                      {"qk_norm", s.qk_norm},
-                      {"dyt_alpha_init", kDyTAlphaInit}};
-  if (config_.has_encoder()) j["encoder_alpha"] = stack_constants(config_, /*decoder=*/false).deepnorm_alpha;
-  j["decoder_alpha"] = stack_constants(config_, /*decoder=*/true).deepnorm_alpha;
-  return j;
+  nlohmann::json scheme = {{"norm", to_string(s.norm)},
+                           {"residual", to_string(s.residual)},
+                           {"init", to_string(s.init)},
+                           {"norm_kind", to_string(s.norm_kind)},
+                           {"mix_ln_alpha", s.mix_alpha},
+                           {"ln_scaling", s.ln_scaling},
+                           {"qk_norm", s.qk_norm},
+                           {"dyt_alpha_init", kDyTAlphaInit}};
+  if (config_.has_encoder()) scheme["encoder_alpha"] = stack_constants(config_, /*decoder=*/false).deepnorm_alpha;
+  scheme["decoder_alpha"] = stack_constants(config_, /*decoder=*/true).deepnorm_alpha;
+  return {{"scheme", std::move(scheme)},
+          {"special_tokens", {{"bos", kBos}, {"pad", kPad}, {"eos", kEos}, {"unk", kUnk}}},
+          {"position_offset", kPositionOffset},
+          {"embed_scale", std::sqrt(static_cast<double>(config_.d_model))},
+          {"layer_norm_eps", kNormEps}};
 }
 
 PrecisionGuard ModelImpl::precision_guard() const { return PrecisionGuard(precision_, device()); }

@@ -69,10 +69,11 @@ class ModelImpl : public torch::nn::Module {
   // pass (export.h's manifest): its scheme constants, special tokens, position offset.
   virtual nlohmann::json manifest() const = 0;
 
-  // The scheme's part of manifest(), the same for every kind: norm, residual, init, norm_kind,
-  // mix_ln_alpha, ln_scaling, qk_norm, dyt_alpha_init; and each stack's DeepNorm alpha,
-  // encoder_alpha (with an encoder) and decoder_alpha (1 unless DeepNorm).
-  nlohmann::json scheme_manifest() const;
+  // What manifest() holds for every kind: "scheme" (norm, residual, init, norm_kind,
+  // mix_ln_alpha, ln_scaling, qk_norm, dyt_alpha_init, and each stack's DeepNorm alpha:
+  // encoder_alpha with an encoder, decoder_alpha; 1 unless DeepNorm), "special_tokens",
+  // "position_offset", "embed_scale" (sqrt(C)) and "layer_norm_eps" (LayerNorm and RMSNorm).
+  nlohmann::json common_manifest() const;
 
   const ModelConfig& config() const { return config_; }
   const std::string& kind() const { return config_.kind; }

@@ -1,13 +1,10 @@
 #include "model/seq2seq.h"
 
-#include <cmath>
-
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
 #include "core/tokens.h"
 #include "model/init.h"
-#include "model/scheme_constants.h"
 
 namespace normlab::model {
 
@@ -69,16 +66,10 @@ std::map<std::string, std::string> Seq2SeqImpl::tied_aliases() const {
 }
 
 nlohmann::json Seq2SeqImpl::manifest() const {
-  const auto& c = config();
-  return {
-      {"scheme", scheme_manifest()},
-      {"special_tokens", {{"bos", kBos}, {"pad", kPad}, {"eos", kEos}, {"unk", kUnk}}},
-      {"source_append_eos", true},
-      {"decoder_start_token", kEos},
-      {"position_offset", kPositionOffset},
-      {"embed_scale", std::sqrt(static_cast<double>(c.d_model))},
-      {"layer_norm_eps", kNormEps},  // LayerNorm and RMSNorm
-  };
+  auto j = common_manifest();
+  j["source_append_eos"] = true;
+  j["decoder_start_token"] = kEos;
+  return j;
 }
 
 Seq2Seq as_encoder_decoder(const Model& model, const std::string& what) {

@@ -30,8 +30,7 @@ class Seq2SeqImpl : public ModelImpl {
   // encoder_attn, ffn; it reads prev_output_tokens).
   std::vector<StackView> stacks() override;
   std::map<std::string, std::string> tied_aliases() const override;
-  // Scheme constants (DeepNorm's alphas, DyT's alpha), special tokens, the source's eos, the
-  // decoder's start token, position offset, embedding scale, the norms' eps.
+  // common_manifest(), the source's appended eos and the decoder's start token.
   nlohmann::json manifest() const override;
 
   Encoder encoder{nullptr};

@@ -20,7 +20,7 @@ namespace {
 
 const std::set<std::string> kFlags = {
     "--train", "--valid", "--test", "--max-length-ratio", "--src", "--tgt", "--vocab-size", "--cache-dir",
-    "--max-tokens", "--max-sentences", "--update-freq", "--bucket-cap-mb", "--max-pairs", "--init-from",
+    "--max-tokens", "--max-sentences", "--update-freq", "--bucket-cap-mb", "--max-pairs", "--block-size", "--init-from",
     "--add-encoder-layers", "--add-decoder-layers", "--pretrained-lr-scale", "--optimizer", "--betas", "--eps",
     "--weight-decay", "--momentum", "--nesterov", "--radam-fallback", "--adam-init-v", "--fp16-init-scale",
     "--fp16-scale-window", "--min-loss-scale", "--clip-norm", "--label-smoothing", "--ls-formula", "--z-loss", "--lr",
@@ -33,7 +33,7 @@ const std::set<std::string> kFlags = {
 
 // config.json's leaves, "model" aside (ModelConfig's own to_json).
 const std::set<std::string> kKeys = {
-    "data.train", "data.valid", "data.test", "data.max_length_ratio", "data.max_pairs", "data.src", "data.tgt",
+    "data.train", "data.valid", "data.test", "data.max_length_ratio", "data.max_pairs", "data.block_size", "data.src", "data.tgt",
     "data.cache_dir", "data.vocab_size", "data.character_coverage", "batching.max_tokens", "batching.max_sentences",
     "batching.update_freq", "precision", "optimizer.optimizer", "optimizer.betas", "optimizer.eps",
     "optimizer.weight_decay", "optimizer.momentum", "optimizer.nesterov", "optimizer.radam_fallback",
