@@ -12,6 +12,7 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
+#include "core/deadline_store.h"
 #include "core/gloo_backend.h"
 
 namespace normlab::core {
@@ -110,6 +111,7 @@ struct ProcessGroup::Impl {
       const std::string cause = std::string(op) + " failed: " + first_line(e);
       std::vector<int> lost;
       try {
+        c10d::StoreTimeoutGuard quick(*store, std::min(timeout, milliseconds(5000)));  // each store call's limit too
         store->set(key("failed", rank), std::string("1"));
         lost = wait_for_ranks(*store, "failed", size, std::min(timeout, milliseconds(5000)));
       } catch (const std::exception&) {
@@ -156,11 +158,21 @@ ProcessGroup ProcessGroup::connect(const LaunchEnv& env, const DistOptions& opti
   // and the keys of restart attempt N live under /worker/attempt_N; else rank 0 serves it.
   so.isServer = !env.agent_store && env.rank == 0;
   so.multiTenant = !env.agent_store;
+  // Every call to the store, its connection included, fails after the timeout (DeadlineStore):
+  // a stopped server keeps its socket open and never answers.
+  const std::string server = env.agent_store ? "torchrun's agent" : "rank 0";
   try {
-    auto tcp = c10::make_intrusive<c10d::TCPStore>(env.master_addr, so);
-    g.store = env.agent_store ? c10::intrusive_ptr<c10d::Store>(c10::make_intrusive<c10d::PrefixStore>(
-                                    "/worker/attempt_" + std::to_string(env.restart_count), tcp))
-                              : c10::intrusive_ptr<c10d::Store>(tcp);
+    const std::string silent = "the rendezvous store at " + where + " did not answer the connection within --dist-timeout " +
+                               seconds(options.timeout) + " (is " + server + " stopped?)";
+    auto tcp = call_within(options.timeout + milliseconds(1000), silent, [host = env.master_addr, so] {
+      return c10::make_intrusive<c10d::TCPStore>(host, so);
+    });
+    auto inner = env.agent_store ? c10::intrusive_ptr<c10d::Store>(c10::make_intrusive<c10d::PrefixStore>(
+                                       "/worker/attempt_" + std::to_string(env.restart_count), tcp))
+                                 : c10::intrusive_ptr<c10d::Store>(tcp);
+    g.store = c10::make_intrusive<DeadlineStore>(inner, where, server, options.timeout);
+  } catch (const StoreTimeout& e) {
+    throw std::runtime_error("rank " + std::to_string(env.rank) + ": " + e.what());
   } catch (const std::exception& e) {
     if (so.isServer)
       throw std::runtime_error("rank 0 cannot serve the rendezvous store on MASTER_PORT=" +
@@ -170,6 +182,8 @@ ProcessGroup ProcessGroup::connect(const LaunchEnv& env, const DistOptions& opti
   }
   try {
     check_in(*g.store, env, options.timeout, where);
+  } catch (const StoreTimeout& e) {
+    throw std::runtime_error("rank " + std::to_string(env.rank) + " during the check-in: " + e.what());
   } catch (const c10::Error& e) {  // the store went away: rank 0 stopped, with its own error
     throw std::runtime_error("rank " + std::to_string(env.rank) + ": the rendezvous store at " + where +
                              " closed during the check-in (rank 0 stopped?): " + first_line(e));

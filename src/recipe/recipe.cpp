@@ -280,6 +280,25 @@ void expand_grid(const std::string& path, const Cell& proto, const CellAxes& cel
   }
 }
 
+// The number of cells `axes` expands to (the product of its lists' sizes), computed before
+// expanding: fails naming the table when it, or the recipe's count so far (`total`, which it
+// raises), passes kMaxCells (2^24 cells once took 18 s into std::bad_alloc).
+void count_cells(const std::string& path, const Cell& proto, const CellAxes& axes, int64_t& total) {
+  int64_t product = 1;
+  bool overflow = false;
+  for (const auto& [k, list] : axes.grid)
+    overflow = overflow || __builtin_mul_overflow(product, static_cast<int64_t>(list.size()), &product);
+  const std::string limit = ", more than the " + std::to_string(kMaxCells) + " a recipe may hold";
+  if (overflow || product > kMaxCells)
+    fail(path, proto.line, "cell '" + proto.name + "': its grid expands to " +
+                               (overflow ? "more than 2^63" : std::to_string(product)) + " cells (the product of its " +
+                               std::to_string(axes.grid.size()) + " lists' sizes)" + limit);
+  total += product;
+  if (total > kMaxCells)
+    fail(path, proto.line, "cell '" + proto.name + "': its grid's " + std::to_string(product) +
+                               " cells bring the recipe to " + std::to_string(total) + " cells" + limit);
+}
+
 // Every [[cells]] table, expanded.
 std::vector<Cell> read_cells(const std::string& path, const toml::table& root, const std::string& sname,
                              std::map<std::string, Layer>& scale_layers) {
@@ -289,6 +308,7 @@ std::vector<Cell> read_cells(const std::string& path, const toml::table& root, c
     fail(path, cells ? line_of(*cells) : 1, "the recipe needs at least one [[cells]] table");
   std::vector<Cell> out;
   std::set<std::string> names, used_lists;
+  int64_t total = 0;
   for (auto&& node : *cells->as_array()) {
     const auto* ct = table_at(path, node, "[[cells]]");
     check_keys(path, *ct, {"name", "command", "options", "grid", "scale", "ranks"}, "[[cells]]");
@@ -302,6 +322,7 @@ std::vector<Cell> read_cells(const std::string& path, const toml::table& root, c
     proto.command = ct->contains("command") ? string_at(path, *ct->get("command"), "command") : "train";
     proto.ranks = read_ranks(path, *ct, proto.command);
     const auto axes = read_cell_axes(path, *ct, proto.name, proto.command, sname, defaults, scale_layers, used_lists);
+    count_cells(path, proto, axes, total);
     expand_grid(path, proto, axes, names, out);
   }
   for (const auto& [cmd, layer] : scale_layers)

@@ -49,8 +49,12 @@ struct Recipe {
   std::vector<Claim> claims;
 };
 
+// The most cells a recipe expands to (the paper recipes have at most a few hundred).
+constexpr int64_t kMaxCells = 10000;
+
 // Parses and expands `path` at `scale`. Throws std::invalid_argument "FILE:LINE: what" for a
-// syntax error, an unknown key, a wrong type, an empty grid or duplicate cell names.
+// syntax error, an unknown key, a wrong type, an empty grid, duplicate cell names or more
+// than kMaxCells cells (counted before expanding).
 Recipe load_recipe(const std::string& path, Scale scale);
 
 // Replaces every {name} in `text` by its value from `values`; throws std::invalid_argument

@@ -259,20 +259,33 @@ Shard parse_shard(const std::string& text) {
 
 namespace {
 
-// Every cell's command and options, every problem at once.
+// Every cell's command and options, every problem at once: a problem of many cells (one
+// option line in a grid's table) once, with the first cell's name and the count of the others.
 void check_cells(const Recipe& recipe, const RunOptions& o, const OptionChecker& check) {
-  std::vector<std::string> problems;
+  struct Seen {
+    std::string first_cell;
+    int64_t others = 0;
+  };
+  std::vector<std::pair<std::pair<int64_t, std::string>, Seen>> problems;  // (line, problem), in order found
+  const auto add = [&](int64_t line, const std::string& problem, const std::string& cell) {
+    for (auto& [key, seen] : problems)
+      if (key.first == line && key.second == problem) return void(++seen.others);
+    problems.push_back({{line, problem}, {cell, 0}});
+  };
   for (const auto& cell : recipe.cells) {
-    const std::string where = recipe.path + ":" + std::to_string(cell.line) + ": cell '" + cell.name + "': ";
     if (auto p = check(cell.command, ""); !p.empty()) {
-      problems.push_back(where + p);
+      add(cell.line, p, cell.name);
       continue;
     }
     for (const auto& opt : cell.options)
-      if (auto p = check(cell.command, opt.key); !p.empty())
-        problems.push_back(recipe.path + ":" + std::to_string(opt.line) + ": cell '" + cell.name + "': " + p);
+      if (auto p = check(cell.command, opt.key); !p.empty()) add(opt.line, p, cell.name);
   }
-  core::throw_if_problems(problems);
+  std::vector<std::string> lines;
+  for (const auto& [key, seen] : problems)
+    lines.push_back(recipe.path + ":" + std::to_string(key.first) + ": cell '" + seen.first_cell + "'" +
+                    (seen.others > 0 ? " and " + std::to_string(seen.others) + " other cells" : "") + ": " +
+                    key.second);
+  core::throw_if_problems(lines);
   if (!o.train.empty() && o.valid.empty()) throw std::invalid_argument("--train needs --valid as well");
   if (o.jobs < 1) throw std::invalid_argument("--jobs must be at least 1, not " + std::to_string(o.jobs));
 }
@@ -280,16 +293,20 @@ void check_cells(const Recipe& recipe, const RunOptions& o, const OptionChecker&
 // A finished cell, whichever shard ran it, must have run this recipe's command line.
 void check_finished_cells(const Recipe& recipe, const std::vector<std::vector<std::string>>& argvs,
                           const std::string& out) {
+  constexpr size_t kShown = 3;  // the others are counted: a grid's cells would make a line of megabytes
   std::vector<std::string> problems;
+  size_t more = 0;
   for (size_t i = 0; i < recipe.cells.size(); ++i) {
     const std::string json = out + "/cells/" + recipe.cells[i].name + "/cell.json";
     if (!fs::exists(json)) continue;
     const auto bytes = core::read_file(json);
     const auto saved = nlohmann::json::parse(bytes.begin(), bytes.end()).at("argv").get<std::vector<std::string>>();
-    if (saved != argvs[i])
+    if (saved != argvs[i] && problems.size() == kShown) ++more;
+    else if (saved != argvs[i])
       problems.push_back("cell '" + recipe.cells[i].name + "' in " + out + " ran with another command line (" +
                          join_args(saved) + ")");
   }
+  if (more > 0) problems.push_back("and " + std::to_string(more) + " other cells");
   if (!problems.empty())
     throw std::invalid_argument(core::join_problems(problems) +
                                 "; use another --out for a changed recipe, scale or data");
