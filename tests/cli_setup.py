@@ -73,6 +73,14 @@ def same_parameters(a, b):
     return pa.keys() == pb.keys() and all(torch.equal(pa[k], pb[k]) for k in pa)
 
 
+def tiny_train(normlab, prefix, out, *more):
+    """`normlab train` argv of a 16-wide 1 + 1-layer model with a 300-piece vocabulary, trained and
+    validated on `prefix`, one CPU thread, into `out`; `more`: the test's own options."""
+    return [normlab, "train", "--train", prefix, "--valid", prefix, "--vocab-size", "300", "--d-model", "16",
+            "--ffn-dim", "32", "--heads", "2", "--encoder-layers", "1", "--decoder-layers", "1",
+            "--threads", "1", "--device", "cpu", *map(str, more), "--out", out]
+
+
 def free_port():
     """A TCP port on 127.0.0.1 free at the moment of asking (for a rank-0 store)."""
     with socket.socket() as s:

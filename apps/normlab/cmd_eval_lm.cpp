@@ -5,7 +5,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
-#include <numeric>
 
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
@@ -13,10 +12,10 @@
 #include "commands.h"
 #include "core/file_io.h"
 #include "core/runtime.h"
-#include "data/text_stream.h"
 #include "decode_options.h"
 #include "precision_option.h"
 #include "train/corpus_loss.h"
+#include "train/train_data.h"
 
 namespace normlab::app {
 namespace {
@@ -61,23 +60,19 @@ Runner add_eval_lm_command(CLI::App& app, const GlobalOptions& global) {
     if (n > net->config().max_positions)
       throw std::invalid_argument("--block-size " + std::to_string(n) + " exceeds the model's max_positions " +
                                   std::to_string(net->config().max_positions));
-    const auto stream = data::encode_text(o->text, vocab);
-    const auto blocks = data::cut_blocks(stream, n);
-    std::vector<data::Sentence> none(blocks.size());
-    std::vector<int64_t> all(blocks.size());
-    std::iota(all.begin(), all.end(), 0);
+    std::string loaded_line;
+    const auto corpus = train::load_text_corpus(o->text, vocab, n, [&](const std::string& s) { loaded_line = s; });
     const auto device = core::resolve_device(global.device);
     net->to(device);
     net->set_precision(resolve_precision(o->precision, device));
     data::BatchingConfig batching;
     batching.max_tokens = o->max_tokens;
-    const auto l = train::corpus_loss(net, none, blocks, all, batching, 1, train::LossOptions{0.0}, {},
-                                      data::Layout::kBlocks);
+    const auto l = train::corpus_loss(net, corpus.src, corpus.tgt, corpus.kept, batching, 1, train::LossOptions{0.0},
+                                      {}, corpus.layout);
     const double nll = l.nll / static_cast<double>(l.tokens);
-    const auto left_out = static_cast<int64_t>(stream.tokens.size()) - 1 - l.tokens;
     const nlohmann::json j = {{"checkpoint", o->checkpoint}, {"text", o->text},   {"precision", o->precision},
-                              {"block_size", n},             {"blocks", blocks.size()}, {"tokens", l.tokens},
-                              {"tokens_left_out", left_out}, {"nll", nll},        {"ppl", std::exp(nll)},
+                              {"block_size", n},             {"blocks", corpus.kept.size()}, {"tokens", l.tokens},
+                              {"nll", nll},                  {"ppl", std::exp(nll)},
                               {"bits_per_token", nll / std::log(2.0)}};
     if (!o->out.empty()) {
       std::filesystem::create_directories(o->out);
@@ -87,9 +82,10 @@ Runner add_eval_lm_command(CLI::App& app, const GlobalOptions& global) {
       std::cout << j.dump() << "\n";
       return;
     }
-    std::printf("nll %.4f ppl %.3f per token (%.4f bits; %lld tokens predicted in %zu blocks of %lld, %lld left out)\n",
-                nll, std::exp(nll), nll / std::log(2.0), static_cast<long long>(l.tokens), blocks.size(),
-                static_cast<long long>(n), static_cast<long long>(left_out));
+    std::cerr << loaded_line << "\n";
+    std::printf("nll %.4f ppl %.3f per token (%.4f bits; %lld tokens predicted in %zu blocks of %lld)\n", nll,
+                std::exp(nll), nll / std::log(2.0), static_cast<long long>(l.tokens), corpus.kept.size(),
+                static_cast<long long>(n));
   };
 }
 

@@ -13,35 +13,9 @@
 
 namespace normlab::train {
 
-namespace {
-
-Corpus load_text_corpus(const std::string& path, const TrainConfig& c, const data::Vocab& vocab,
-                        const std::function<void(const std::string&)>& log) {
-  const auto stream = data::encode_text(path, vocab);
-  const int64_t n = c.text_block_size();
-  Corpus corpus;
-  corpus.files = {path};
-  corpus.layout = data::Layout::kBlocks;
-  corpus.tgt = data::cut_blocks(stream, n);
-  corpus.src.resize(corpus.tgt.size());
-  corpus.sizes = data::example_sizes(corpus.src, corpus.tgt, corpus.layout);
-  corpus.kept.resize(corpus.tgt.size());
-  std::iota(corpus.kept.begin(), corpus.kept.end(), 0);
-  const auto predicted = static_cast<int64_t>(corpus.tgt.size()) * n;
-  std::ostringstream s;
-  s << path << ": " << stream.tokens.size() << " tokens from " << stream.lines << " lines (" << stream.blank_lines
-    << " blank, " << stream.lines_changed << " with white space normalised), " << corpus.tgt.size()
-    << " blocks of " << n << " positions (" << static_cast<int64_t>(stream.tokens.size()) - 1 - predicted
-    << " tokens after the last block left out)";
-  log(s.str());
-  return corpus;
-}
-
-}  // namespace
-
 Corpus load_corpus(const std::string& prefix, const TrainConfig& c, const data::Vocab& vocab,
                    const std::string& cache_dir, bool training, const std::function<void(const std::string&)>& log) {
-  if (!c.model.has_encoder()) return load_text_corpus(prefix, c, vocab, log);
+  if (!c.model.has_encoder()) return load_text_corpus(prefix, vocab, c.text_block_size(), log);
   auto loaded = data::load_encoded_corpus(prefix, c.src_lang, c.tgt_lang, vocab, cache_dir);
   log(loaded.message);
   Corpus corpus;
@@ -68,6 +42,27 @@ Corpus load_corpus(const std::string& prefix, const TrainConfig& c, const data::
   if (corpus.kept.empty())
     throw std::invalid_argument(corpus.files[0] + " and " + corpus.files[1] + ": no sentence pair left to " +
                                 (training ? "train on" : "score") + " (" + s.str().substr(prefix.size() + 2) + ")");
+  return corpus;
+}
+
+Corpus load_text_corpus(const std::string& path, const data::Vocab& vocab, int64_t block_size,
+                        const std::function<void(const std::string&)>& log) {
+  const auto stream = data::encode_text(path, vocab);
+  Corpus corpus;
+  corpus.files = {path};
+  corpus.layout = data::Layout::kBlocks;
+  corpus.tgt = data::cut_blocks(stream, block_size);
+  corpus.src.resize(corpus.tgt.size());
+  corpus.sizes = data::example_sizes(corpus.src, corpus.tgt, corpus.layout);
+  corpus.kept.resize(corpus.tgt.size());
+  std::iota(corpus.kept.begin(), corpus.kept.end(), 0);
+  const auto predicted = static_cast<int64_t>(corpus.tgt.size()) * block_size;
+  std::ostringstream s;
+  s << path << ": " << stream.tokens.size() << " tokens from " << stream.lines << " lines (" << stream.blank_lines
+    << " blank, " << stream.lines_changed << " with white space normalised), " << corpus.tgt.size()
+    << " blocks of " << block_size << " positions (" << static_cast<int64_t>(stream.tokens.size()) - 1 - predicted
+    << " tokens after the last block left out)";
+  log(s.str());
   return corpus;
 }
 

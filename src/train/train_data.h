@@ -30,6 +30,12 @@ struct Corpus {
 Corpus load_corpus(const std::string& prefix, const TrainConfig& c, const data::Vocab& vocab,
                    const std::string& cache_dir, bool training, const std::function<void(const std::string&)>& log);
 
+// A text file (plain or .gz) as blocks of `block_size` positions (data/text_stream.h): every block
+// kept, layout kBlocks. `log` gets one line: tokens, lines, blocks, tokens left out. Throws
+// naming the file (no text; shorter than one block).
+Corpus load_text_corpus(const std::string& path, const data::Vocab& vocab, int64_t block_size,
+                        const std::function<void(const std::string&)>& log);
+
 // The examples `indices` of `corpus` as one padded batch.
 data::Batch gather(const Corpus& corpus, const std::vector<int64_t>& indices);
 

@@ -22,12 +22,9 @@ def main():
     check = cli_setup.Checks()
 
     def argv(out):
-        return [args.normlab, "train", "--train", prefix, "--valid", prefix, "--vocab-size", "300",
-                "--d-model", "16", "--ffn-dim", "32", "--heads", "2", "--encoder-layers", "1",
-                "--decoder-layers", "1", "--max-tokens", "1000", "--dropout", "0.3", "--lr", "1e-3",
-                "--warmup-steps", "8", "--max-steps", "30", "--save-interval-updates", "10",
-                "--curvature-every", "5", "--curvature-sentences", "24", "--curvature-steps", "6",
-                "--threads", "1", "--device", "cpu", "--out", out]
+        return cli_setup.tiny_train(args.normlab, prefix, out, "--max-tokens", 1000, "--dropout", 0.3, "--lr", "1e-3",
+                                    "--warmup-steps", 8, "--max-steps", 30, "--save-interval-updates", 10,
+                                    "--curvature-every", 5, "--curvature-sentences", 24, "--curvature-steps", 6)
 
     def series(out):
         return [json.loads(l) for l in open(os.path.join(out, "curvature.jsonl"))]

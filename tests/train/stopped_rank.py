@@ -27,11 +27,8 @@ def main():
     check = cli_setup.Checks()
 
     def argv(out):
-        return [args.normlab, "train", "--train", prefix, "--valid", prefix, "--vocab-size", "300",
-                "--d-model", "16", "--ffn-dim", "32", "--heads", "2", "--encoder-layers", "1",
-                "--decoder-layers", "1", "--max-tokens", "1500", "--lr", "1e-3", "--dropout", "0",
-                "--threads", "1", "--device", "cpu", "--log-interval", "1", "--max-steps", "100000",
-                "--dist-timeout", str(TIMEOUT), "--out", out]
+        return cli_setup.tiny_train(args.normlab, prefix, out, "--max-tokens", 1500, "--lr", "1e-3", "--dropout", 0,
+                                    "--log-interval", 1, "--max-steps", 100000, "--dist-timeout", TIMEOUT)
 
     def start(out, rank, port):
         env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE="2", RANK=str(rank))
