@@ -85,12 +85,17 @@ void check_in(c10d::Store& store, const LaunchEnv& env, milliseconds timeout, co
                                " but rank 0 has WORLD_SIZE=" + rank0);
 }
 
+const char* const kNoNccl =
+    ": NCCL is not built into normlab yet; use --dist-backend gloo (CPU tensors) or one process per GPU "
+    "without a launcher";
+
 }  // namespace
 
+// nccl is refused here, with or without a launcher (it was accepted without one, issue 34).
 DistBackend parse_dist_backend(const std::string& name) {
   if (name == "auto") return DistBackend::kAuto;
   if (name == "gloo") return DistBackend::kGloo;
-  if (name == "nccl") return DistBackend::kNccl;
+  if (name == "nccl") throw std::invalid_argument("--dist-backend nccl" + std::string(kNoNccl));
   throw std::invalid_argument("--dist-backend: unknown value '" + name + "', expected auto|gloo|nccl");
 }
 
@@ -141,9 +146,8 @@ ProcessGroup ProcessGroup::from_environment(const DistOptions& options, const c1
 ProcessGroup ProcessGroup::connect(const LaunchEnv& env, const DistOptions& options, const c10::Device& device) {
   ProcessGroup group;
   if (env.world_size == 1) return group;
-  if (options.backend == DistBackend::kNccl || (options.backend == DistBackend::kAuto && device.is_cuda()))
-    throw std::invalid_argument("--dist-backend nccl: NCCL is not built into normlab yet; use --dist-backend gloo "
-                                "(CPU tensors) or one process per GPU without a launcher");
+  if (options.backend == DistBackend::kAuto && device.is_cuda())
+    throw std::invalid_argument(std::string("--dist-backend auto with a CUDA device") + kNoNccl);
   auto& g = *group.impl_;
   g.rank = env.rank;
   g.size = env.world_size;

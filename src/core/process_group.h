@@ -16,7 +16,9 @@
 
 namespace normlab::core {
 
-enum class DistBackend { kAuto, kGloo, kNccl };  // auto: Gloo for CPU tensors, NCCL for CUDA
+// auto: Gloo for CPU tensors. NCCL is not built yet: `nccl` is refused when parsed, and `auto`
+// with a CUDA device when connecting (issue 38 adds it).
+enum class DistBackend { kAuto, kGloo };
 DistBackend parse_dist_backend(const std::string& name);
 
 struct DistOptions {

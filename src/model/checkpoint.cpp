@@ -4,6 +4,7 @@
 #include <cstring>
 #include <exception>
 #include <fstream>
+#include <iostream>
 #include <set>
 #include <stdexcept>
 
@@ -35,7 +36,8 @@ namespace {
 constexpr const char* kMetaKey = "__normlab_meta__";
 constexpr const char* kExtraPrefix = "extra/";
 constexpr const char* kFormat = "normlab-checkpoint";
-constexpr int kVersion = 1;
+// 2: the checksum covers the metadata too (issue 34); 1: the tensors only.
+constexpr int kVersion = 2;
 
 // torch::pickle_save, but without TorchScript's type tags on dicts (Python's torch.load with its
 // default weights_only=True refuses those: torch.jit._pickle.restore_type_tag), and streamed into
@@ -82,15 +84,31 @@ torch::Tensor exact_storage(const torch::Tensor& t) {
   return torch::from_blob(t.data_ptr(), t.sizes(), t.options());
 }
 
-// Over names and contents in name order (std::map), so it does not depend on the writer.
-std::string checksum(const TensorMap& tensors) {
+// Over names and contents in name order (std::map), so it does not depend on the writer, then
+// (version 2) over the metadata without its checksum, as nlohmann::json writes it: keys sorted,
+// numbers in their shortest round-trip form, so parsing and writing again gives the same text.
+std::string checksum(const TensorMap& tensors, const nlohmann::json& meta, int version) {
   uint64_t h = core::kHashSeed;
   for (const auto& [name, t] : tensors) {
     auto c = t.detach().cpu().contiguous();
     h = core::hash_bytes(name.data(), name.size(), h);
     h = core::hash_bytes(c.data_ptr(), c.nbytes(), h);
   }
+  if (version >= 2) {
+    nlohmann::json covered = meta;
+    covered.erase("checksum");
+    const std::string text = covered.dump();
+    h = core::hash_bytes(text.data(), text.size(), h);
+  }
   return core::hash_hex(h);
+}
+
+// Version-1 files load as before, their metadata unchecked, which is said once per file.
+void note_version_one(const std::string& path) {
+  static std::set<std::string> told;
+  if (told.insert(path).second)
+    std::cerr << "normlab: note: " << path << " is a version-1 checkpoint: its checksum covers the tensors but "
+              << "not the metadata (update, epoch, configuration), which are taken as they are\n";
 }
 
 }  // namespace
@@ -141,7 +159,7 @@ void save_model(const std::string& path, const Model& model, const nlohmann::jso
   meta["format"] = kFormat;
   meta["version"] = kVersion;
   meta["model"] = model->config();
-  meta["checksum"] = checksum(tensors);
+  meta["checksum"] = checksum(tensors, meta, kVersion);
   tensors[kMetaKey] = bytes_tensor(meta.dump());
   save_tensors(path, tensors);
 }
@@ -152,20 +170,30 @@ LoadedModel load_model(const std::string& path) {
   if (meta_it == tensors.end())
     throw std::runtime_error(path + ": not a normlab checkpoint (no " + kMetaKey + " entry)");
   LoadedModel loaded;
+  int version = 0;
   try {
     loaded.meta = nlohmann::json::parse(tensor_bytes(meta_it->second));
     if (loaded.meta.at("format") != kFormat)
       throw std::runtime_error("format is " + loaded.meta.at("format").dump());
-    if (loaded.meta.at("version").get<int>() > kVersion)
-      throw std::runtime_error("version " + loaded.meta.at("version").dump() +
-                               " is newer than this normlab reads");
-    loaded.model = create_model(loaded.meta.at("model").get<ModelConfig>());
+    version = loaded.meta.at("version").get<int>();
+    if (version > kVersion)
+      throw std::runtime_error("version " + loaded.meta.at("version").dump() + " is newer than this normlab reads");
   } catch (const std::exception& e) {
     throw std::runtime_error(path + ": bad checkpoint metadata: " + e.what());
   }
   tensors.erase(meta_it);
-  if (loaded.meta.contains("checksum") && loaded.meta["checksum"] != checksum(tensors))
-    throw std::runtime_error(path + ": checksum mismatch, the file is corrupted");
+  // Before the model is built from the metadata: a changed size is a mismatch, not an allocation.
+  if (version >= 2 && !loaded.meta.contains("checksum"))
+    throw std::runtime_error(path + ": checksum missing from the metadata, the file is corrupted");
+  if (loaded.meta.contains("checksum") && loaded.meta["checksum"] != checksum(tensors, loaded.meta, version))
+    throw std::runtime_error(path + ": checksum mismatch, the file is corrupted" +
+                             (version >= 2 ? " (its tensors or its metadata)" : ""));
+  if (version < 2) note_version_one(path);
+  try {
+    loaded.model = create_model(loaded.meta.at("model").get<ModelConfig>());
+  } catch (const std::exception& e) {
+    throw std::runtime_error(path + ": bad checkpoint metadata: " + e.what());
+  }
   for (auto it = tensors.begin(); it != tensors.end();) {
     if (it->first.rfind(kExtraPrefix, 0) == 0) {
       loaded.extra_tensors[it->first.substr(std::strlen(kExtraPrefix))] = it->second;

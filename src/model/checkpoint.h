@@ -28,9 +28,10 @@ TensorMap load_tensors(const std::string& path);
 // The model's parameters by stored name (shared tables once), on the CPU.
 TensorMap named_parameters(const Model& model);
 
-// Parameters plus metadata {"format": "normlab-checkpoint", "version": 1, "model": config,
+// Parameters plus metadata {"format": "normlab-checkpoint", "version": 2, "model": config,
 // "checksum": ..., ...extra}, plus `extra_tensors` (optimiser state, RNG states) under their own
-// names. The checksum covers every tensor and is checked on load. Atomic.
+// names. The checksum covers every tensor and the rest of the metadata and is checked on load
+// (version-1 files: the tensors only, said on stderr). Atomic.
 void save_model(const std::string& path, const Model& model, const nlohmann::json& extra = {},
                 const TensorMap& extra_tensors = {});
 

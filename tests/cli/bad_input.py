@@ -235,6 +235,10 @@ def main():
         (train("--precision", "fp16", "--device", "cpu"), "--precision fp16 needs a CUDA device"),
         (train("--dist-backend", "mpi"), "--dist-backend: unknown value 'mpi', expected auto|gloo|nccl"),
         (train("--dist-timeout", "0"), "--dist-timeout must be > 0 seconds"),
+        # Issue 34: refused without a launcher too, as docs/distributed.md says (it trained, exit 0).
+        (train("--dist-backend", "nccl"), "--dist-backend nccl: NCCL is not built into normlab yet"),
+        (["probe", *tiny[:-2], "--out", w("probe_out"), "--dist-backend", "nccl"],
+         "--dist-backend nccl: NCCL is not built into normlab yet"),
         (["probe", *tiny[:-2], "--out", w("probe_out"), "--precision", "fp16"], "--precision fp16 needs a CUDA device"),
         (["score", "--checkpoint", w("good.ckpt"), "--src-ids", w("src.txt"), "--tgt-ids", w("tgt.txt"),
           "--precision", "half"], "--precision: unknown value 'half'"),

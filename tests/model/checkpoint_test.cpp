@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "core/hash.h"
 #include "model/checkpoint.h"
 #include "model/seq2seq.h"
 #include "tiny_model.h"
@@ -104,6 +105,58 @@ TEST(Checkpoint, ExtraTensorsRoundTripAndCorruptionIsDetected) {
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("checksum mismatch"), std::string::npos);
   }
+  std::remove(path.c_str());
+}
+
+// Issue 34: one digit changed in the metadata (the update to resume from, a head count) used to
+// load with exit 0: the checksum covered the tensors only. Now it covers the metadata too.
+TEST(Checkpoint, AChangedDigitInTheMetadataIsRefusedNamingTheFile) {
+  auto m = small(SharedEmbeddings::kDecoder);
+  const auto path = temp_path("meta_digit.ckpt");
+  const int64_t heads = m->config().heads;
+  for (const auto& [from, to] : {std::pair<std::string, std::string>{"\"update\":108", "\"update\":109"},
+                                 {"\"heads\":" + std::to_string(heads), "\"heads\":" + std::to_string(heads * 2)}}) {
+    save_model(path, m, {{"update", 108}, {"epoch", 3}});
+    auto raw = load_tensors(path);
+    std::string text = tensor_bytes(raw.at("__normlab_meta__"));
+    const auto at = text.find(from);
+    ASSERT_NE(at, std::string::npos) << text;
+    raw["__normlab_meta__"] = bytes_tensor(text.replace(at, from.size(), to));
+    save_tensors(path, raw);
+    try {
+      load_model(path);
+      ADD_FAILURE() << "loaded with " << to;
+    } catch (const std::runtime_error& e) {
+      const std::string what = e.what();
+      EXPECT_EQ(what.rfind(path + ": checksum mismatch", 0), 0u) << what;
+    }
+  }
+  std::remove(path.c_str());
+}
+
+// A version-1 file (before issue 34: the checksum over the tensors only, FNV-1a over names and
+// bytes in name order, recomputed here) still loads; its tensors are still checked.
+TEST(Checkpoint, VersionOneFilesLoadWithTheirTensorsChecked) {
+  auto m = small(SharedEmbeddings::kDecoder);
+  const auto path = temp_path("version1.ckpt");
+  save_model(path, m, {{"update", 7}});
+  auto raw = load_tensors(path);
+  auto meta = nlohmann::json::parse(tensor_bytes(raw.at("__normlab_meta__")));
+  raw.erase("__normlab_meta__");
+  uint64_t h = normlab::core::kHashSeed;
+  for (const auto& [name, t] : raw) {
+    auto c = t.contiguous();
+    h = normlab::core::hash_bytes(name.data(), name.size(), h);
+    h = normlab::core::hash_bytes(c.data_ptr(), c.nbytes(), h);
+  }
+  meta["version"] = 1;
+  meta["checksum"] = normlab::core::hash_hex(h);
+  raw["__normlab_meta__"] = bytes_tensor(meta.dump());
+  save_tensors(path, raw);
+  EXPECT_EQ(load_model(path).meta.at("update"), 7);
+  raw.at("encoder.embed_tokens.weight")[0][0] += 1.0f;
+  save_tensors(path, raw);
+  EXPECT_THROW(load_model(path), std::runtime_error);
   std::remove(path.c_str());
 }
 
