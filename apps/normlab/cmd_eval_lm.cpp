@@ -13,6 +13,7 @@
 #include "core/file_io.h"
 #include "core/runtime.h"
 #include "decode_options.h"
+#include "model/decoder_only.h"
 #include "precision_option.h"
 #include "train/corpus_loss.h"
 #include "train/train_data.h"
@@ -52,9 +53,7 @@ Runner add_eval_lm_command(CLI::App& app, const GlobalOptions& global) {
   return [o, &global] {
     auto loaded = model::load_model(o->checkpoint);
     auto& net = loaded.model;
-    if (net->config().has_encoder())
-      throw std::invalid_argument("normlab eval-lm needs a " + std::string(model::kDecoderOnly) + " model, not " +
-                                  net->kind() + " (" + o->checkpoint + "; `normlab evaluate` scores translation)");
+    model::as_decoder_only(net, "normlab eval-lm (" + o->checkpoint + ")");  // `evaluate` scores translation
     const auto vocab = checkpoint_vocab(loaded, o->checkpoint, o->vocab);
     const int64_t n = o->block_size > 0 ? o->block_size : trained_block_size(loaded);
     if (n > net->config().max_positions)

@@ -72,6 +72,7 @@ int main(int argc, char** argv) {
   add(app::add_translate_command);
   add(app::add_evaluate_command);
   add(app::add_eval_lm_command);
+  add(app::add_generate_command);
   add(app::add_hessian_command);
   add(app::add_synth_command);
   add(app::add_run_command);

@@ -58,12 +58,8 @@ void check_model_fits(const BeamSearchConfig& config, const model::ModelConfig& 
 std::vector<std::vector<Hypothesis>> beam_search(model::Seq2Seq& model, const torch::Tensor& src,
                                                  const BeamSearchConfig& config) {
   core::throw_if_problems(config.validate());
-  const auto device = src.device();
-  const auto long_opts = torch::TensorOptions().dtype(torch::kInt64).device(device);
-  const int64_t beam = config.beam, cand_size = 2 * beam, V = model->config().tgt_vocab_size;
   check_model_fits(config, model->config());
-  int64_t bsz = src.size(0);
-  const auto n_sentences = static_cast<size_t>(bsz);
+  const auto n_sentences = static_cast<size_t>(src.size(0));
 
   // max_len per sentence (REFERENCE §3): a * source length (with </s>) + b, capped so that
   // the decoder input (max_len + 1 tokens) fits the position table (fairseq's cap).
@@ -84,9 +80,21 @@ std::vector<std::vector<Hypothesis>> beam_search(model::Seq2Seq& model, const to
   // The encoder runs once, and its keys and values are projected once per sentence (the
   // decoder rows of a sentence's beams read them together).
   auto cache = model->decoder->start_decoding(model->encoder(src), longest + 1);
+  return search(*model->decoder, cache, std::vector<int64_t>(n_sentences, kEos), max_len, config);
+}
 
-  auto tokens = torch::full({bsz * beam, longest + 2}, kPad, long_opts);  // </s> y_1 y_2 ...
-  tokens.select(1, 0).fill_(kEos);
+std::vector<std::vector<Hypothesis>> search(model::DecoderImpl& decoder, model::DecoderCache& cache,
+                                            const std::vector<int64_t>& first, const std::vector<int64_t>& max_len,
+                                            const BeamSearchConfig& config) {
+  const int64_t beam = config.beam, cand_size = 2 * beam, V = decoder.output_weight().size(0);
+  const auto device = decoder.embed_tokens->weight.device();
+  const auto long_opts = torch::TensorOptions().dtype(torch::kInt64).device(device);
+  const auto n_sentences = first.size();
+  int64_t bsz = static_cast<int64_t>(n_sentences);
+  const int64_t longest = *std::max_element(max_len.begin(), max_len.end());
+
+  auto tokens = torch::full({bsz * beam, longest + 2}, kPad, long_opts);  // first y_1 y_2 ...
+  tokens.select(1, 0).copy_(long_tensor(first, device).repeat_interleave(beam));
   torch::Tensor scores;  // (B*beam, longest+1) cumulative log-probabilities, model dtype
   auto cands_to_ignore = torch::zeros({bsz, beam}, long_opts.dtype(torch::kBool));
   auto bbsz_offsets = (torch::arange(bsz, long_opts) * beam).unsqueeze(1);  // (B,1)
@@ -96,7 +104,7 @@ std::vector<std::vector<Hypothesis>> beam_search(model::Seq2Seq& model, const to
   std::vector<char> finished(n_sentences, 0);
 
   for (int64_t step = 0; step <= longest; ++step) {
-    auto logits = model->decoder->forward_step(tokens.slice(1, step, step + 1), cache);
+    auto logits = decoder.forward_step(tokens.slice(1, step, step + 1), cache);
     // fairseq's BeamSearch.step: the best K of every beam's continuations, log p plus the beam's
     // score so far (fp32 under bf16), after fairseq's forbidden outputs (plus <unk> and <s>,
     // docs/translate.md), </s> only where a sentence reached max_len and never before min_len.

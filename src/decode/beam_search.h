@@ -40,6 +40,15 @@ struct Hypothesis {
 std::vector<std::vector<Hypothesis>> beam_search(model::Seq2Seq& model, const torch::Tensor& src,
                                                  const BeamSearchConfig& config);
 
+// The search itself, for any decoder (beam_search's, and decode/generate.h's language model):
+// B sentences, `first[b]` the next input token of sentence b, whose earlier positions `cache`
+// holds in B * beam rows (each sentence's beams consecutive); sentence b may add up to
+// max_len[b] tokens before its </s>. Hypotheses hold the tokens after `first`. The caller holds
+// the precision guard, the packed weights, evaluation mode and no autograd.
+std::vector<std::vector<Hypothesis>> search(model::DecoderImpl& decoder, model::DecoderCache& cache,
+                                            const std::vector<int64_t>& first, const std::vector<int64_t>& max_len,
+                                            const BeamSearchConfig& config);
+
 // Token batches for decoding (fairseq-generate: by source length only, as the target is not
 // known): the sentences, sorted by length, cut so that sentences * longest (with </s>) <=
 // max_tokens, decoded, and returned in input order. Empty sentences are not decoded and get

@@ -32,6 +32,11 @@ DecoderCache::DecoderCache(std::vector<KeyValues> encoder, torch::Tensor encoder
   }
 }
 
+DecoderCache::DecoderCache(size_t layers, int64_t max_positions) : max_positions_(max_positions), self_(layers) {
+  TORCH_CHECK(layers > 0, "DecoderCache needs at least one decoder layer");
+  TORCH_CHECK(max_positions_ >= 1, "DecoderCache: max_positions must be >= 1, got ", max_positions_);
+}
+
 const SelfHistory& DecoderCache::append(size_t layer, const KeyValues& newest) {
   const int64_t n = newest.k.size(0);
   TORCH_CHECK(layer < self_.size(), "DecoderCache: layer ", layer, " of ", self_.size());
@@ -67,6 +72,7 @@ void DecoderCache::reorder(const torch::Tensor& rows, const torch::Tensor& sente
   TORCH_CHECK(!step_rows_.defined(), "DecoderCache: reorder in the middle of step ", steps_);
   if (rows.defined() && rows_.defined()) rows_ = rows_.index_select(0, rows.to(rows_.device(), torch::kLong));
   if (!sentences.defined()) return;
+  TORCH_CHECK(!encoder_.empty(), "DecoderCache: sentences to keep, but no encoder memory");
   if (fused_) {  // the sentences' table, composed
     const auto& now = encoder_.front().sentences;
     auto table = now.defined() ? now.index_select(0, sentences.to(now.device(), torch::kLong))

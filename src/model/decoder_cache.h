@@ -47,6 +47,9 @@ class DecoderCache {
   // steps apply, finished sentences leave through EncoderMemory's `sentences`; elsewhere the
   // keys, values and bias are gathered when sentences leave.
   DecoderCache(std::vector<KeyValues> encoder, torch::Tensor encoder_bias, int64_t max_positions);
+  // A decoder without encoder attention (the decoder-only kind): self-attention only, `layers`
+  // layers; encoder() must not be called.
+  DecoderCache(size_t layers, int64_t max_positions);
 
   int64_t steps() const { return steps_; }  // positions fed so far
   // Keeps `layer`'s newest self-attention key and value (N,H,1,D), position steps(), without a
@@ -57,9 +60,10 @@ class DecoderCache {
   const EncoderMemory& encoder(size_t layer) const { return encoder_[layer]; }
 
   // Row i becomes row rows[i] (int64 (N'); beams taking over other beams' prefixes, finished
-  // sentences dropped): a gather of the row table only; the keys and values stay where they
-  // are (a finished sentence's rows too, until the batch ends). The encoder memory follows
-  // `sentences` (int64 (B')) when it is defined (sentences dropped), else stays.
+  // sentences dropped, or prompts' rows repeated for their beams or samples): a gather of the
+  // row table only; the keys and values stay where they are (a finished sentence's rows too,
+  // until the batch ends). The encoder memory follows `sentences` (int64 (B')) when it is
+  // defined (sentences dropped), else stays.
   void reorder(const torch::Tensor& rows, const torch::Tensor& sentences);
 
  private:

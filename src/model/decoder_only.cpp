@@ -46,4 +46,9 @@ nlohmann::json DecoderOnlyImpl::manifest() const {
   return j;
 }
 
+DecoderOnly as_decoder_only(const Model& model, const std::string& what) {
+  if (auto lm = std::dynamic_pointer_cast<DecoderOnlyImpl>(model.ptr())) return DecoderOnly(lm);
+  throw std::invalid_argument(what + " needs a " + std::string(kDecoderOnly) + " model, not " + model->kind());
+}
+
 }  // namespace normlab::model

@@ -34,4 +34,8 @@ class DecoderOnlyImpl : public ModelImpl {
 };
 TORCH_MODULE(DecoderOnly);
 
+// `model` as a decoder-only model; else std::invalid_argument "WHAT needs a decoder-only model,
+// not KIND".
+DecoderOnly as_decoder_only(const Model& model, const std::string& what);
+
 }  // namespace normlab::model

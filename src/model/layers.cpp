@@ -205,6 +205,11 @@ DecoderCache DecoderImpl::start_decoding(const EncoderOut& encoder, int64_t max_
   return DecoderCache(std::move(kv), bias, max_positions);
 }
 
+DecoderCache DecoderImpl::start_decoding(int64_t max_positions) {
+  TORCH_CHECK(!layers[0]->as<DecoderLayerImpl>()->encoder_attn, "start_decoding: this decoder attends to an encoder");
+  return DecoderCache(layers->size(), max_positions);
+}
+
 torch::Tensor DecoderImpl::forward_step(const torch::Tensor& token, DecoderCache& cache) {
   auto x = embedding_.forward(embed_tokens, token, is_training(), cache.steps());  // (N,1,C)
   for (size_t i = 0; i < layers->size(); ++i) x = layers[i]->as<DecoderLayerImpl>()->forward_step(x, cache, i);

@@ -101,6 +101,8 @@ class DecoderImpl : public torch::nn::Module {
   // beams), for at most `max_positions` steps: every layer's encoder keys and values,
   // projected once, in a cache that forward_step() fills.
   DecoderCache start_decoding(const EncoderOut& encoder, int64_t max_positions);
+  // The same for a decoder without encoder attention (the decoder-only kind).
+  DecoderCache start_decoding(int64_t max_positions);
   // One step of incremental decoding: the newest token (N,1) at position cache.steps(), the
   // earlier ones held in `cache` -> logits (N,V); advances cache. Equals the last row of
   // forward() on the whole prefix (within float rounding).

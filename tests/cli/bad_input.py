@@ -83,6 +83,11 @@ def main():
     lm_train = lambda text, *more: ["train", "--model-kind", "decoder-only", "--train", w(text), "--valid", w(text),
                                     "--out", w("lm_run"), "--max-steps", "1", "--layers", "1", *tiny[:6],
                                     "--vocab-size", "40", *more]
+    ok = subprocess.run([args.normlab, "init", "--model-kind", "decoder-only", "--layers", "1", *tiny[:6],
+                         "--vocab-size", "20", "--max-positions", "16", "--out", w("lm.ckpt")], capture_output=True)
+    assert ok.returncode == 0, ok.stderr.decode()
+    write_files(w, {"long_prompt.txt": " ".join(["5"] * 16) + "\n", "big_id.txt": "5 6\n7 25\n"})
+    generate = lambda *more: ["generate", "--checkpoint", w("lm.ckpt"), "--ids", "--input", w("src.txt"), *more]
     bpe_train = lambda prefix, *more: ["bpe", "train", "--train", w(prefix), "--src", "de", "--tgt", "en",
                                        "--out", w("bpe_out"), *more]
     score = lambda ckpt, tgt="tgt.txt": ["score", "--checkpoint", w(ckpt), "--src-ids", w("src.txt"),
@@ -175,6 +180,21 @@ def main():
          "--encoder-layers: a decoder-only model has no encoder, got 1"),
         (["init", "--model-kind", "decoder-only", "--layers", "1", *tiny[:6], "--vocab-size", "20", "--share", "all",
           "--out", w("x")], "--share all: a decoder-only model has one token table"),
+        # normlab generate: options it would not read, prompts that do not fit (docs/generate.md).
+        (["generate", "--checkpoint", w("good.ckpt"), "--ids", "--input", w("src.txt")],
+         "normlab generate needs a decoder-only model, not encoder-decoder"),
+        (generate("--top-k", "5"), "--temperature, --top-k and --top-p need --sampling"),
+        (generate("--num-samples", "3"), "--num-samples needs --sampling"),
+        (generate("--sampling", "--beam", "2"), "--sampling draws one continuation at a time: --beam must be 1"),
+        (generate("--beam", "2", "--ignore-eos"), "--ignore-eos: beam search ends every hypothesis with </s>"),
+        (generate("--min-len", "5", "--max-new-tokens", "3"), "--min-len 5 exceeds --max-new-tokens 3"),
+        (generate("--sampling", "--top-p", "0"), "--top-p must be in (0, 1]"),
+        (generate("--sampling", "--temperature", "0"), "--temperature must be > 0 and finite"),
+        (generate("--prompt", "5 6"), "give --prompt or --input, not both"),
+        (generate("--format", "xml"), "--format: xml not in {text,jsonl}"),
+        (["generate", "--checkpoint", w("lm.ckpt"), "--ids", "--input", w("long_prompt.txt")],
+         "prompt 1 has 16 tokens: the model's max_positions 16 leave no room"),
+        (["generate", "--checkpoint", w("lm.ckpt"), "--ids", "--input", w("big_id.txt")], w("big_id.txt") + ":2"),
         (probe()[:-2], "--out is required"),
         (["perturb", *tiny_layers, "--out", w("p"), "--delta", "gauss"], "--delta: unknown value 'gauss'"),
         (["perturb", *tiny_layers, "--out", w("p"), "--depths", "2,0"], "--depths: every depth must be >= 1, got 0"),

@@ -38,19 +38,18 @@ def run(command, **kw):
     return result.stdout
 
 
-def reference_beam_search(model, src, beam, lenpen, max_len_a, max_len_b, min_len=1):
-    """fairseq semantics for one sentence: `src` ids without </s>. Returns [(tokens, score)],
-    best first, up to `beam` of them."""
-    source = torch.tensor([src + [EOS]])
-    max_len = int(max_len_a * (len(src) + 1) + max_len_b)
-    beams = [([EOS], 0.0)]  # (decoder input so far, cumulative log p)
+def reference_beam_search(log_probs, start, beam, lenpen, max_len, min_len=1):
+    """fairseq semantics for one sentence: `log_probs(prefix)` is the next token's log p after
+    the decoder input `prefix` (a list of ids), `start` the input before the first output token
+    (`</s>` for translation, `</s> prompt` for a language model), at most `max_len` tokens before
+    </s>. Returns [(tokens after start, score)], best first, up to `beam` of them."""
+    beams = [(list(start), 0.0)]  # (decoder input so far, cumulative log p)
     finished = []
     for step in range(max_len + 1):
         candidates = []  # (cumulative score, beam index, token)
         for b, (prefix, score) in enumerate(beams if step > 0 else beams[:1]):
-            with torch.no_grad():
-                lp = torch.log_softmax(model(source, torch.tensor([prefix]))[0, -1], dim=-1)
-            for v in range(VOCAB):
+            lp = log_probs(prefix)
+            for v in range(len(lp)):
                 x = lp[v].item()
                 if v in (BOS, PAD, UNK) or (step >= max_len and v != EOS) or (step < min_len and v == EOS):
                     x = -math.inf
@@ -61,12 +60,23 @@ def reference_beam_search(model, src, beam, lenpen, max_len_a, max_len_b, min_le
         # An end among the first `beam` candidates finishes a hypothesis; len counts </s>.
         for (s, b, v), end in zip(candidates[:beam], is_end[:beam]):
             if end and len(finished) < beam:
-                finished.append((beams[b][0][1:], s / (step + 1) ** lenpen))
+                finished.append((beams[b][0][len(start):], s / (step + 1) ** lenpen))
         if len(finished) >= beam or step >= max_len:
             break
         # The next beams: the first `beam` candidates that did not end.
         beams = [(beams[b][0] + [v], s) for (s, b, v), end in zip(candidates, is_end) if not end][:beam]
     return sorted(finished, key=lambda h: -h[1])
+
+
+def translation_beam_search(model, src, beam, lenpen, max_len_a, max_len_b):
+    """reference_beam_search of the translation of `src` (ids without </s>)."""
+    source = torch.tensor([src + [EOS]])
+
+    def log_probs(prefix):
+        with torch.no_grad():
+            return torch.log_softmax(model(source, torch.tensor([prefix]))[0, -1], dim=-1)
+
+    return reference_beam_search(log_probs, [EOS], beam, lenpen, int(max_len_a * (len(src) + 1) + max_len_b))
 
 
 def parse_translate_output(text, n_lines, nbest):
@@ -115,7 +125,7 @@ def main():
         got = parse_translate_output(out, len(sources), beam)
         for i, src in enumerate(sources):
             case = f"beam {beam} lenpen {lenpen} max_len {a}*len+{b} line {i + 1}"
-            expected = reference_beam_search(model, src, beam, lenpen, a, b) if src else []
+            expected = translation_beam_search(model, src, beam, lenpen, a, b) if src else []
             if [h[0] for h in got[i]] != [h[0] for h in expected]:
                 failures.append(f"{case}: normlab {got[i]}\n    reference {expected}")
                 continue
