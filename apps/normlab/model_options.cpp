@@ -34,13 +34,21 @@ void ModelOptions::add_to(CLI::App& cmd, bool vocab_options) {
       ->group(g);
   cmd.add_option("--init", init_,
                  "override the initialisation: xavier|t-fixup|admin-profile|admin-closed-form|"
-                 "rezero|deepnorm (train --init-from: the added layers', xavier|t-fixup|dt-fixup)")
+                 "rezero|deepnorm|gpt2 (train --init-from: the added layers', xavier|t-fixup|dt-fixup)")
       ->group(g);
   cmd.add_option("--share", share_, "shared embeddings: all|decoder|none")
       ->capture_default_str()->group(g);
   cmd.add_option("--embed-init", embed_init_,
                  "token tables and unshared output projection: normal (N(0, C^-1/2), fairseq)|xavier")
       ->capture_default_str()->group(g);
+  cmd.add_option("--form", form_,
+                 "architecture form: fairseq (sinusoidal positions, ReLU, tokens x sqrt(C))|gpt2 (learned "
+                 "positions, GELU-tanh, tokens unscaled, GPT-2's init for schemes whose init is xavier)")
+      ->capture_default_str()->group(g);
+  cmd.add_option("--positions", positions_, "override the form's positions: sinusoidal|learned")->group(g);
+  cmd.add_option("--activation", activation_, "override the form's FFN activation: relu|gelu|gelu-tanh")->group(g);
+  cmd.add_flag("--no-scale-embedding", no_scale_embedding_, "tokens not multiplied by sqrt(C) (fairseq's flag)")
+      ->group(g);
   d_model_ = cmd.add_option("--d-model", sizes_.d_model, "model dimension C")->group(g);
   ffn_dim_ = cmd.add_option("--ffn-dim", sizes_.ffn_dim, "FFN dimension")->group(g);
   heads_ = cmd.add_option("--heads", sizes_.heads, "attention heads")->group(g);
@@ -62,7 +70,7 @@ void ModelOptions::add_to(CLI::App& cmd, bool vocab_options) {
       ->capture_default_str()->group(g);
   cmd.add_option("--attention-dropout", sizes_.attention_dropout, "dropout on attention weights")
       ->capture_default_str()->group(g);
-  cmd.add_option("--activation-dropout", sizes_.activation_dropout, "dropout after the FFN's ReLU")
+  cmd.add_option("--activation-dropout", sizes_.activation_dropout, "dropout after the FFN's activation")
       ->capture_default_str()->group(g);
   cmd.add_option("--rezero-alpha-init", sizes_.rezero_alpha_init,
                  "ReZero's alpha at initialisation (the paper: 0)")
@@ -110,6 +118,11 @@ model::ModelConfig ModelOptions::resolve(bool vocab_from_data) const {
   c.share = model::parse_shared_embeddings(share_);
   c.embed_init = model::parse_embedding_init(embed_init_);
   c.scheme = scheme_overrides().apply(model::scheme_by_name(scheme_));
+  model::apply_form(form_, c);
+  if (!init_.empty()) c.scheme.init = model::parse_init_method(init_);  // an explicit --init wins over the form's
+  if (!positions_.empty()) c.positions = model::parse_position_embedding(positions_);
+  if (!activation_.empty()) c.activation = model::parse_activation(activation_);
+  if (no_scale_embedding_) c.scale_embedding = false;
   c.validate();
   if (vocab_from_data) c.src_vocab_size = c.tgt_vocab_size = 0;
   return c;

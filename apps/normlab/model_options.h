@@ -37,6 +37,8 @@ class ModelOptions {
   bool ln_scaling_ = false, qk_norm_ = false;
   CLI::Option* mix_alpha_opt_ = nullptr;
   std::string share_ = "decoder", embed_init_ = "normal";
+  std::string form_ = "fairseq", positions_, activation_;  // positions_, activation_: as given (may be empty)
+  bool no_scale_embedding_ = false;
   model::ModelConfig sizes_;  // holds the explicit size and dropout flags
   int64_t vocab_size_ = 0;
   int64_t layers_ = 0;  // --layers: encoder and decoder

@@ -31,17 +31,23 @@ constexpr Names<ResidualForm, 4> kResidualNames{{{ResidualForm::kPlain, "plain"}
                                                  {ResidualForm::kAdmin, "admin"},
                                                  {ResidualForm::kReZero, "rezero"},
                                                  {ResidualForm::kDeepNorm, "deepnorm"}}};
-constexpr Names<InitMethod, 6> kInitNames{{{InitMethod::kXavier, "xavier"},
+constexpr Names<InitMethod, 7> kInitNames{{{InitMethod::kXavier, "xavier"},
                                            {InitMethod::kTFixup, "t-fixup"},
                                            {InitMethod::kAdminProfile, "admin-profile"},
                                            {InitMethod::kAdminClosedForm, "admin-closed-form"},
                                            {InitMethod::kReZero, "rezero"},
-                                           {InitMethod::kDeepNorm, "deepnorm"}}};
+                                           {InitMethod::kDeepNorm, "deepnorm"},
+                                           {InitMethod::kGpt2, "gpt2"}}};
 constexpr Names<SharedEmbeddings, 3> kShareNames{{{SharedEmbeddings::kAll, "all"},
                                                   {SharedEmbeddings::kDecoder, "decoder"},
                                                   {SharedEmbeddings::kNone, "none"}}};
 constexpr Names<EmbeddingInit, 2> kEmbedInitNames{{{EmbeddingInit::kNormal, "normal"},
                                                    {EmbeddingInit::kXavier, "xavier"}}};
+constexpr Names<PositionEmbedding, 2> kPositionNames{{{PositionEmbedding::kSinusoidal, "sinusoidal"},
+                                                      {PositionEmbedding::kLearned, "learned"}}};
+constexpr Names<Activation, 3> kActivationNames{{{Activation::kRelu, "relu"},
+                                                 {Activation::kGelu, "gelu"},
+                                                 {Activation::kGeluTanh, "gelu-tanh"}}};
 
 template <class E, size_t N>
 std::string name_of(const Names<E, N>& names, E value) {
@@ -96,7 +102,7 @@ const std::array<Preset, 4> kPresets{{
 // parameter (omega, alpha) needs that parameter to exist; xavier leaves omega = 1, alpha = 1.
 std::vector<InitMethod> inits_for(ResidualForm r) {
   switch (r) {
-    case ResidualForm::kPlain: return {InitMethod::kXavier, InitMethod::kTFixup};
+    case ResidualForm::kPlain: return {InitMethod::kXavier, InitMethod::kTFixup, InitMethod::kGpt2};
     case ResidualForm::kAdmin:
       return {InitMethod::kAdminProfile, InitMethod::kAdminClosedForm, InitMethod::kXavier};
     case ResidualForm::kReZero: return {InitMethod::kReZero};
@@ -125,6 +131,8 @@ std::string to_string(ResidualForm v) { return name_of(kResidualNames, v); }
 std::string to_string(InitMethod v) { return name_of(kInitNames, v); }
 std::string to_string(SharedEmbeddings v) { return name_of(kShareNames, v); }
 std::string to_string(EmbeddingInit v) { return name_of(kEmbedInitNames, v); }
+std::string to_string(PositionEmbedding v) { return name_of(kPositionNames, v); }
+std::string to_string(Activation v) { return name_of(kActivationNames, v); }
 
 NormPlacement parse_norm_placement(const std::string& s, const std::string& option) {
   return parse(kNormNames, s, option);
@@ -144,6 +152,22 @@ SharedEmbeddings parse_shared_embeddings(const std::string& s, const std::string
 
 EmbeddingInit parse_embedding_init(const std::string& s, const std::string& option) {
   return parse(kEmbedInitNames, s, option);
+}
+PositionEmbedding parse_position_embedding(const std::string& s, const std::string& option) {
+  return parse(kPositionNames, s, option);
+}
+Activation parse_activation(const std::string& s, const std::string& option) {
+  return parse(kActivationNames, s, option);
+}
+
+void apply_form(const std::string& name, ModelConfig& c) {
+  if (name == "fairseq") return;
+  if (name != "gpt2") throw std::invalid_argument("--form: unknown value '" + name + "', expected fairseq|gpt2");
+  // GPT-2 (Radford et al. 2019; Hugging Face GPT2Model): wpe, gelu_new, wte unscaled.
+  c.positions = PositionEmbedding::kLearned;
+  c.activation = Activation::kGeluTanh;
+  c.scale_embedding = false;
+  if (!c.has_encoder() && c.scheme.init == InitMethod::kXavier) c.scheme.init = InitMethod::kGpt2;
 }
 
 SchemeSettings SchemeOverrides::apply(SchemeSettings s) const {
@@ -285,7 +309,7 @@ std::vector<std::string> ModelConfig::problems() const {
   if (d_model > 0 && heads > 0 && d_model % heads != 0)
     out.push_back("--d-model " + std::to_string(d_model) + " is not divisible by --heads " +
                   std::to_string(heads));
-  if (d_model > 0 && d_model % 2 != 0)
+  if (positions == PositionEmbedding::kSinusoidal && d_model > 0 && d_model % 2 != 0)
     out.push_back("--d-model must be even (sinusoidal positions use d/2 frequencies), got " +
                   std::to_string(d_model));
   for (auto [v, option] : {std::pair{src_vocab_size, "source vocabulary size"},
@@ -310,6 +334,8 @@ std::vector<std::string> ModelConfig::problems() const {
                     " and " + std::to_string(tgt_vocab_size) + ") need " + gib(bytes) +
                     " GiB in fp32, more than this machine's " + gib(memory) + " GiB of memory");
   }
+  if (scheme.init == InitMethod::kGpt2 && has_encoder())
+    out.push_back("--init gpt2 is GPT-2's initialisation of a single stack: it needs --model-kind decoder-only");
   if (!has_encoder() && share == SharedEmbeddings::kAll)
     out.push_back("--share all: a " + kind + " model has one token table; --share decoder ties it to the " +
                   "output projection, --share none does not");
@@ -361,6 +387,10 @@ void to_json(nlohmann::json& j, const ModelConfig& c) {
   // Written for the kinds after the first only: an encoder-decoder's files stay as every
   // earlier normlab wrote and reads them.
   if (c.kind != kEncoderDecoder) j["kind"] = c.kind;
+  // The same for the form: files of fairseq's form stay as before the option existed.
+  if (c.positions != PositionEmbedding::kSinusoidal) j["positions"] = to_string(c.positions);
+  if (c.activation != Activation::kRelu) j["activation"] = to_string(c.activation);
+  if (!c.scale_embedding) j["scale_embedding"] = false;
 }
 
 void from_json(const nlohmann::json& j, ModelConfig& c) {
@@ -388,6 +418,9 @@ void from_json(const nlohmann::json& j, ModelConfig& c) {
   c.scheme.ln_scaling = j.value("ln_scaling", false);
   c.scheme.qk_norm = j.value("qk_norm", false);
   j.at("rezero_alpha_init").get_to(c.rezero_alpha_init);
+  c.positions = parse_position_embedding(j.value("positions", std::string("sinusoidal")), "positions");
+  c.activation = parse_activation(j.value("activation", std::string("relu")), "activation");
+  c.scale_embedding = j.value("scale_embedding", true);
 }
 
 }  // namespace normlab::model

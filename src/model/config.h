@@ -19,14 +19,22 @@ enum class NormPlacement { kPost, kPre, kPeri, kMix, kNone };
 enum class NormKind { kLayerNorm, kRMSNorm, kDyT };
 // How the residual input is combined with the sub-layer output.
 enum class ResidualForm { kPlain, kAdmin, kReZero, kDeepNorm };
-// How parameters are initialised.
-enum class InitMethod { kXavier, kTFixup, kAdminProfile, kAdminClosedForm, kReZero, kDeepNorm };
+// How parameters are initialised. kGpt2: GPT-2's (Radford et al. 2019; Hugging Face
+// GPT2PreTrainedModel._init_weights, nanoGPT): every matrix and table N(0, 0.02), the residual
+// branches' last projections N(0, 0.02 / sqrt(2 N)), biases 0.
+enum class InitMethod { kXavier, kTFixup, kAdminProfile, kAdminClosedForm, kReZero, kDeepNorm, kGpt2 };
 // Which embedding tables are one parameter.
 enum class SharedEmbeddings { kAll, kDecoder, kNone };
 // How token tables and an unshared output projection are initialised: N(0, C^-1/2) (fairseq,
 // REFERENCE §1) or Xavier-uniform like every other matrix (the PyTorch translation tutorial's
 // `xavier_uniform_` over all p.dim() > 1; docs/schemes.md).
 enum class EmbeddingInit { kNormal, kXavier };
+// Where a token's position comes from: fairseq's sinusoidal table (REFERENCE §1), or a learned
+// table of max_positions rows (GPT-2's wpe, BERT's position embeddings; row t for position t).
+enum class PositionEmbedding { kSinusoidal, kLearned };
+// The feed-forward activation: ReLU (fairseq's default), GELU (erf; BERT, fairseq's "gelu"),
+// GELU's tanh approximation (GPT-2's "gelu_new", fairseq's "gelu_accurate").
+enum class Activation { kRelu, kGelu, kGeluTanh };
 
 inline constexpr double kDefaultMixLnAlpha = 0.25;  // Li et al. 2024's choice (REFERENCE §10)
 
@@ -91,6 +99,11 @@ struct ModelConfig {
   double activation_dropout = 0.0;// after the FFN's ReLU
   SharedEmbeddings share = SharedEmbeddings::kDecoder;
   EmbeddingInit embed_init = EmbeddingInit::kNormal;
+  // The architecture's form (docs/schemes.md, "Forms"): fairseq's by default; GPT-2's is learned
+  // positions, GELU (tanh) and token embeddings not scaled by sqrt(C) (`--form gpt2`).
+  PositionEmbedding positions = PositionEmbedding::kSinusoidal;
+  Activation activation = Activation::kRelu;
+  bool scale_embedding = true;  // tokens x sqrt(C) (fairseq; its --no-scale-embedding turns it off)
   SchemeSettings scheme;
   double rezero_alpha_init = 0.0; // ReZero's alpha at init (0 in the paper; tests set others)
 
@@ -114,6 +127,8 @@ std::string to_string(ResidualForm v);
 std::string to_string(InitMethod v);
 std::string to_string(SharedEmbeddings v);
 std::string to_string(EmbeddingInit v);
+std::string to_string(PositionEmbedding v);
+std::string to_string(Activation v);
 // Parsers throw std::invalid_argument naming `option`, the value and the choices.
 NormPlacement parse_norm_placement(const std::string& s, const std::string& option = "--norm");
 NormKind parse_norm_kind(const std::string& s, const std::string& option = "--norm-kind");
@@ -122,6 +137,12 @@ InitMethod parse_init_method(const std::string& s, const std::string& option = "
 SharedEmbeddings parse_shared_embeddings(const std::string& s,
                                          const std::string& option = "--share");
 EmbeddingInit parse_embedding_init(const std::string& s, const std::string& option = "--embed-init");
+PositionEmbedding parse_position_embedding(const std::string& s, const std::string& option = "--positions");
+Activation parse_activation(const std::string& s, const std::string& option = "--activation");
+// The forms `--form` names: "fairseq" (the defaults) and "gpt2" (learned positions, GELU-tanh,
+// no embedding scale; a decoder-only model gets GPT-2's init where the scheme's own is xavier).
+// Throws naming the choices. Call after the kind and the scheme are set.
+void apply_form(const std::string& name, ModelConfig& config);
 
 // The papers' combinations: post-ln, pre-ln, t-fixup, admin, rezero, deepnorm, and those of
 // REFERENCE §10: peri-ln, mix-ln, dyt, rmsnorm-pre, lns.

@@ -13,6 +13,8 @@ namespace {
 
 namespace init = torch::nn::init;
 
+constexpr double kGpt2Std = 0.02;  // GPT-2's initializer_range
+
 void xavier(const torch::nn::Linear& linear, double gain) {
   init::xavier_uniform_(linear->weight, gain);
   if (linear->bias.defined()) init::zeros_(linear->bias);
@@ -51,6 +53,38 @@ void fill_omegas(const std::vector<const ResidualBlock*>& blocks, double omega) 
     if (b->omega().defined()) b->omega().fill_(omega);
 }
 
+// Learned positions (fairseq's LearnedPositionalEmbedding: N(0, C^-1/2); GPT-2's wpe: N(0, 0.02)).
+void init_positions(const torch::nn::Embedding& positions, const ModelConfig& c) {
+  if (!positions) return;
+  if (c.scheme.init == InitMethod::kGpt2)
+    init::normal_(positions->weight, 0.0, kGpt2Std);
+  else
+    init_embedding(positions->weight, false, c.embed_init);
+}
+
+// GPT-2's initialisation (Hugging Face GPT2PreTrainedModel._init_weights; nanoGPT's
+// _init_weights and its c_proj rule): every matrix and table N(0, 0.02), biases 0, and the
+// two projections that end a residual branch (attention's c_proj = out_proj, the MLP's c_proj =
+// fc2) N(0, 0.02 / sqrt(2 n_layer)), "to account for the accumulation on the residual path".
+void init_decoder_gpt2(Decoder& dec, const ModelConfig& c) {
+  const double branch_std = kGpt2Std / std::sqrt(2.0 * static_cast<double>(c.decoder_layers));
+  const auto normal = [](const torch::nn::Linear& linear, double std) {
+    init::normal_(linear->weight, 0.0, std);
+    if (linear->bias.defined()) init::zeros_(linear->bias);
+  };
+  for (const auto& m : *dec->layers) {
+    auto* layer = m->as<DecoderLayerImpl>();
+    auto& attn = layer->self_attn;
+    for (const auto* linear : {&attn->q_proj, &attn->k_proj, &attn->v_proj}) normal(*linear, kGpt2Std);
+    normal(attn->out_proj, branch_std);
+    normal(layer->fc1, kGpt2Std);
+    normal(layer->fc2, branch_std);
+  }
+  init::normal_(dec->embed_tokens->weight, 0.0, kGpt2Std);
+  dec->embed_tokens->weight[kPad].zero_();  // normlab's padding row (GPT-2 has no padding token)
+  if (dec->output_projection) init::normal_(dec->output_projection->weight, 0.0, kGpt2Std);
+}
+
 void init_encoder(Encoder& enc, const ModelConfig& c) {
   const auto method = c.scheme.init;
   const auto k = stack_constants(c, /*decoder=*/false);
@@ -66,6 +100,7 @@ void init_encoder(Encoder& enc, const ModelConfig& c) {
   }
   init_embedding(enc->embed_tokens->weight, true, c.embed_init);
   if (method == InitMethod::kTFixup) enc->embed_tokens->weight.mul_(k.t_fixup_embedding);
+  init_positions(enc->embed_positions, c);
 }
 
 // The decoder of either kind (its constants from stack_constants: with or without an encoder).
@@ -90,6 +125,7 @@ void init_decoder(Decoder& dec, const ModelConfig& c) {
     if (method == InitMethod::kTFixup) dec->embed_tokens->weight.mul_(k.t_fixup_embedding);
   }
   if (dec->output_projection) init_embedding(dec->output_projection->weight, false, c.embed_init);
+  init_positions(dec->embed_positions, c);
 }
 
 // Admin profiling (REFERENCE §1): one training-mode forward (dropout on, as in the first training
@@ -161,7 +197,12 @@ void init_decoder_only(DecoderOnlyImpl& model, const data::Batch* profile) {
   check_profile(c, profile);
   {
     torch::NoGradGuard no_grad;
-    init_decoder(model.decoder, c);
+    if (c.scheme.init == InitMethod::kGpt2) {
+      init_decoder_gpt2(model.decoder, c);
+      init_positions(model.decoder->embed_positions, c);
+    } else {
+      init_decoder(model.decoder, c);
+    }
   }
   if (c.scheme.init == InitMethod::kAdminProfile) run_admin_profile(model, {model.decoder->admin_profile.get()}, *profile);
 }

@@ -25,9 +25,16 @@ Norm final_layer_norm(torch::nn::Module& stack, const ModelConfig& config) {
   return stack.register_module("layer_norm", Norm(config.scheme.norm_kind, config.d_model));
 }
 
-torch::Tensor feed_forward(torch::nn::Linear& fc1, torch::nn::Linear& fc2,
-                           const torch::Tensor& x, double activation_dropout, bool training) {
-  return linear(fc2, model::dropout(linear_relu(fc1, x), activation_dropout, training));
+// fc2(dropout(act(fc1(x)))); ReLU in the product's epilogue (model/linear.h).
+torch::Tensor feed_forward(torch::nn::Linear& fc1, torch::nn::Linear& fc2, const torch::Tensor& x,
+                           Activation activation, double activation_dropout, bool training) {
+  torch::Tensor h;
+  switch (activation) {
+    case Activation::kRelu: h = linear_relu(fc1, x); break;
+    case Activation::kGelu: h = torch::gelu(linear(fc1, x)); break;
+    case Activation::kGeluTanh: h = torch::gelu(linear(fc1, x), "tanh"); break;
+  }
+  return linear(fc2, model::dropout(h, activation_dropout, training));
 }
 
 // QK-norm's kind when the scheme has it on.
@@ -50,7 +57,7 @@ BlockContext layer_context(const ModelConfig& c, bool decoder, int64_t index,
 }  // namespace
 
 EncoderLayerImpl::EncoderLayerImpl(const ModelConfig& c, BlockContext context)
-    : activation_dropout_(c.activation_dropout) {
+    : activation_(c.activation), activation_dropout_(c.activation_dropout) {
   self_attn = register_module("self_attn", MultiheadAttention(c.d_model, c.heads, c.attention_dropout,
                                                               query_key_norm(c)));
   rezero_alpha = context.rezero_alpha = register_rezero_alpha(*this, c);
@@ -65,12 +72,12 @@ torch::Tensor EncoderLayerImpl::forward(const torch::Tensor& x, const torch::Ten
   auto h = self_attn_block.forward(
       x, [&](const torch::Tensor& t) { return self_attn(t, t, padding_mask, false); }, train);
   return ffn_block.forward(
-      h, [&](const torch::Tensor& t) { return feed_forward(fc1, fc2, t, activation_dropout_, train); },
+      h, [&](const torch::Tensor& t) { return feed_forward(fc1, fc2, t, activation_, activation_dropout_, train); },
       train);
 }
 
 DecoderLayerImpl::DecoderLayerImpl(const ModelConfig& c, BlockContext context)
-    : activation_dropout_(c.activation_dropout) {
+    : activation_(c.activation), activation_dropout_(c.activation_dropout) {
   self_attn = register_module("self_attn", MultiheadAttention(c.d_model, c.heads, c.attention_dropout,
                                                               query_key_norm(c)));
   rezero_alpha = context.rezero_alpha = register_rezero_alpha(*this, c);
@@ -96,7 +103,7 @@ torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x, const torch::Ten
         h, [&](const torch::Tensor& t) { return encoder_attn(t, encoder_out, encoder_padding_mask, false); },
         train);
   return ffn_block.forward(
-      h, [&](const torch::Tensor& t) { return feed_forward(fc1, fc2, t, activation_dropout_, train); },
+      h, [&](const torch::Tensor& t) { return feed_forward(fc1, fc2, t, activation_, activation_dropout_, train); },
       train);
 }
 
@@ -112,39 +119,50 @@ torch::Tensor DecoderLayerImpl::forward_step(const torch::Tensor& x, DecoderCach
     h = encoder_attn_block.forward(
         h, [&](const torch::Tensor& t) { return encoder_attn->forward_step(t, cache.encoder(index)); }, train);
   return ffn_block.forward(
-      h, [&](const torch::Tensor& t) { return feed_forward(fc1, fc2, t, activation_dropout_, train); },
+      h, [&](const torch::Tensor& t) { return feed_forward(fc1, fc2, t, activation_, activation_dropout_, train); },
       train);
 }
 
-TokenEmbedding::TokenEmbedding(int64_t d_model, int64_t max_positions, double dropout)
-    : d_model_(d_model), dropout_(dropout) {
+torch::Tensor sinusoidal_table(int64_t d_model, int64_t rows) {
   // REFERENCE §1: half = C/2, freq_i = exp(-i ln(10000)/(half-1)), [sin | cos].
   const int64_t half = d_model / 2;
   auto opts = torch::TensorOptions().dtype(torch::kFloat64);
   auto freq = torch::exp(torch::arange(half, opts) * (-std::log(10000.0) / std::max<int64_t>(half - 1, 1)));
-  auto pos = torch::arange(max_positions + kPositionOffset, opts).unsqueeze(1);
-  auto angles = pos * freq.unsqueeze(0);
-  positions_ = torch::cat({torch::sin(angles), torch::cos(angles)}, 1);
+  auto angles = torch::arange(rows, opts).unsqueeze(1) * freq.unsqueeze(0);
+  return torch::cat({torch::sin(angles), torch::cos(angles)}, 1);
 }
 
-torch::Tensor TokenEmbedding::forward(torch::nn::Embedding& table, const torch::Tensor& tokens,
-                                      bool training, int64_t first) const {
+TokenEmbedding::TokenEmbedding(const ModelConfig& c)
+    : scale_(c.scale_embedding ? std::sqrt(static_cast<double>(c.d_model)) : 1.0),
+      max_positions_(c.max_positions),
+      dropout_(c.dropout) {
+  if (c.positions == PositionEmbedding::kSinusoidal) positions_ = sinusoidal_table(c.d_model, c.max_positions + kPositionOffset);
+}
+
+torch::nn::Embedding TokenEmbedding::register_positions(torch::nn::Module& module, const ModelConfig& c) {
+  if (c.positions != PositionEmbedding::kLearned) return nullptr;
+  return module.register_module("embed_positions",
+                                torch::nn::Embedding(torch::nn::EmbeddingOptions(c.max_positions, c.d_model)));
+}
+
+torch::Tensor TokenEmbedding::forward(torch::nn::Embedding& table, const torch::nn::Embedding& learned,
+                                      const torch::Tensor& tokens, bool training, int64_t first) const {
   const int64_t L = tokens.size(1), end = first + L;
-  TORCH_CHECK(end + kPositionOffset <= positions_.size(0), "sentence of ", end,
-              " tokens exceeds --max-positions ", positions_.size(0) - kPositionOffset);
+  TORCH_CHECK(end <= max_positions_, "sentence of ", end, " tokens exceeds --max-positions ", max_positions_);
   auto weight = table->weight;
-  auto pos = positions_.slice(0, kPositionOffset + first, kPositionOffset + end)
-                 .to(weight.device(), weight.scalar_type());  // (L,C)
+  auto pos = learned ? learned->weight.slice(0, first, end)
+                     : positions_.slice(0, kPositionOffset + first, kPositionOffset + end)
+                           .to(weight.device(), weight.scalar_type());  // (L,C)
   // fairseq gives padding tokens the zero position vector (their token row is zero too).
-  auto x = table(tokens) * std::sqrt(static_cast<double>(d_model_)) +
-           pos.unsqueeze(0) * tokens.ne(kPad).unsqueeze(-1).to(weight.scalar_type());
+  auto x = table(tokens) * scale_ + pos.unsqueeze(0) * tokens.ne(kPad).unsqueeze(-1).to(weight.scalar_type());
   return model::dropout(x, dropout_, training);
 }
 
 EncoderImpl::EncoderImpl(const ModelConfig& c)
-    : embedding_(c.d_model, c.max_positions, c.dropout) {
+    : embedding_(c) {
   embed_tokens = register_module(
       "embed_tokens", torch::nn::Embedding(torch::nn::EmbeddingOptions(c.src_vocab_size, c.d_model)));
+  embed_positions = TokenEmbedding::register_positions(*this, c);
   layers = register_module("layers", torch::nn::ModuleList());
   for (int64_t i = 0; i < c.encoder_layers; ++i)
     layers->push_back(EncoderLayer(c, layer_context(c, false, i, admin_profile)));
@@ -153,20 +171,21 @@ EncoderImpl::EncoderImpl(const ModelConfig& c)
 
 EncoderOut EncoderImpl::forward(const torch::Tensor& src) {
   auto padding_mask = src.eq(kPad);
-  auto x = embedding_.forward(embed_tokens, src, is_training());
+  auto x = embedding_.forward(embed_tokens, embed_positions, src, is_training());
   for (const auto& layer : *layers) x = layer->as<EncoderLayerImpl>()->forward(x, padding_mask);
   if (layer_norm) x = layer_norm(x);
   return {x, padding_mask};
 }
 
 DecoderImpl::DecoderImpl(const ModelConfig& c, torch::nn::Embedding shared_embedding)
-    : embedding_(c.d_model, c.max_positions, c.dropout) {
+    : embedding_(c) {
   if (shared_embedding) {
     embed_tokens = shared_embedding;  // owned (registered) by the encoder
   } else {
     embed_tokens = register_module(
         "embed_tokens", torch::nn::Embedding(torch::nn::EmbeddingOptions(c.tgt_vocab_size, c.d_model)));
   }
+  embed_positions = TokenEmbedding::register_positions(*this, c);
   layers = register_module("layers", torch::nn::ModuleList());
   for (int64_t i = 0; i < c.decoder_layers; ++i)
     layers->push_back(DecoderLayer(c, layer_context(c, true, i, admin_profile)));
@@ -185,7 +204,7 @@ torch::Tensor DecoderImpl::output_weight() const {
 torch::Tensor DecoderImpl::forward(const torch::Tensor& prev_output_tokens, const EncoderOut& encoder) {
   // fairseq masks padded target keys too; with right padding only padded rows change.
   auto padding_mask = prev_output_tokens.eq(kPad);
-  auto x = embedding_.forward(embed_tokens, prev_output_tokens, is_training());
+  auto x = embedding_.forward(embed_tokens, embed_positions, prev_output_tokens, is_training());
   for (const auto& layer : *layers)
     x = layer->as<DecoderLayerImpl>()->forward(x, padding_mask, encoder.out, encoder.padding_mask);
   return output(x);  // (B,T,V)
@@ -211,7 +230,7 @@ DecoderCache DecoderImpl::start_decoding(int64_t max_positions) {
 }
 
 torch::Tensor DecoderImpl::forward_step(const torch::Tensor& token, DecoderCache& cache) {
-  auto x = embedding_.forward(embed_tokens, token, is_training(), cache.steps());  // (N,1,C)
+  auto x = embedding_.forward(embed_tokens, embed_positions, token, is_training(), cache.steps());  // (N,1,C)
   for (size_t i = 0; i < layers->size(); ++i) x = layers[i]->as<DecoderLayerImpl>()->forward_step(x, cache, i);
   cache.advance();
   return output(x).squeeze(1);  // (N,V)

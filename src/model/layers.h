@@ -30,6 +30,7 @@ class EncoderLayerImpl : public torch::nn::Module {
   ResidualBlock self_attn_block, ffn_block;
 
  private:
+  Activation activation_;
   double activation_dropout_;
 };
 TORCH_MODULE(EncoderLayer);
@@ -53,22 +54,32 @@ class DecoderLayerImpl : public torch::nn::Module {
   ResidualBlock self_attn_block, encoder_attn_block, ffn_block;
 
  private:
+  Activation activation_;
   double activation_dropout_;
 };
 TORCH_MODULE(DecoderLayer);
 
-// sqrt(C) * E[token] + sinusoidal position, then dropout (fairseq's embedding).
+// fairseq's sinusoidal position table (REFERENCE §1) for positions 0..rows-1 (the token at
+// index t reads row t + kPositionOffset), float64 (rows, C).
+torch::Tensor sinusoidal_table(int64_t d_model, int64_t rows);
+
+// scale * E[token] + position, then dropout (fairseq's embedding): scale sqrt(C) unless
+// !scale_embedding, the position sinusoidal or a learned table's row (ModelConfig::positions).
 class TokenEmbedding {
  public:
-  TokenEmbedding(int64_t d_model, int64_t max_positions, double dropout);
-  // tokens (B,L) at positions first, first+1, ... -> (B,L,C)
-  torch::Tensor forward(torch::nn::Embedding& table, const torch::Tensor& tokens, bool training,
-                        int64_t first = 0) const;
+  explicit TokenEmbedding(const ModelConfig& config);
+  // The learned position table (max_positions, C) that `module` registers as "embed_positions"
+  // when the config asks for one, else null.
+  static torch::nn::Embedding register_positions(torch::nn::Module& module, const ModelConfig& config);
+  // tokens (B,L) at positions first, first+1, ... -> (B,L,C); `learned`: register_positions'.
+  torch::Tensor forward(torch::nn::Embedding& table, const torch::nn::Embedding& learned, const torch::Tensor& tokens,
+                        bool training, int64_t first = 0) const;
 
  private:
-  int64_t d_model_;
+  double scale_;
+  int64_t max_positions_;
   double dropout_;
-  torch::Tensor positions_;  // (max_positions + offset, C), float64 master copy
+  torch::Tensor positions_;  // sinusoidal: (max_positions + offset, C), float64 master copy
 };
 
 struct EncoderOut {
@@ -82,6 +93,7 @@ class EncoderImpl : public torch::nn::Module {
   EncoderOut forward(const torch::Tensor& src);  // src (B,S) token ids
 
   torch::nn::Embedding embed_tokens{nullptr};
+  torch::nn::Embedding embed_positions{nullptr};  // learned positions only
   torch::nn::ModuleList layers{nullptr};
   Norm layer_norm{nullptr};  // the final norm (pre, peri, mix: has_final_norm()), else null
   std::shared_ptr<AdminProfile> admin_profile = std::make_shared<AdminProfile>();
@@ -111,6 +123,7 @@ class DecoderImpl : public torch::nn::Module {
   torch::Tensor output_weight() const;
 
   torch::nn::Embedding embed_tokens{nullptr};
+  torch::nn::Embedding embed_positions{nullptr};  // learned positions only
   torch::nn::ModuleList layers{nullptr};
   Norm layer_norm{nullptr};                      // the final norm, as the encoder's
   torch::nn::Linear output_projection{nullptr};  // only when not shared

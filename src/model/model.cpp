@@ -65,7 +65,7 @@ nlohmann::json ModelImpl::common_manifest() const {
   return {{"scheme", std::move(scheme)},
           {"special_tokens", {{"bos", kBos}, {"pad", kPad}, {"eos", kEos}, {"unk", kUnk}}},
           {"position_offset", kPositionOffset},
-          {"embed_scale", std::sqrt(static_cast<double>(config_.d_model))},
+          {"embed_scale", config_.scale_embedding ? std::sqrt(static_cast<double>(config_.d_model)) : 1.0},
           {"layer_norm_eps", kNormEps}};
 }
 

@@ -381,9 +381,44 @@ def case_score_batching(args):
                                       f"worst gradient rel err {worst:.1e} ({worst_name})")
 
 
+def case_gpt2(args):
+    """GPT-2's init (Hugging Face GPT2PreTrainedModel._init_weights, nanoGPT): every matrix and
+    table N(0, 0.02), attention's and the MLP's c_proj (out_proj, fc2) N(0, 0.02 / sqrt(2 n_layer)),
+    biases 0, norms 1 and 0; the token table's padding row zero (normlab's)."""
+    sizes = dict(XAVIER_SIZES, decoder_layers=3)
+    sizes.pop("encoder_layers", None)
+    state, config = init_export(args, "gpt2", sizes, "--model-kind", "decoder-only", "--scheme", "pre-ln",
+                                "--form", "gpt2")
+    pad, layers, failures = config["special_tokens"]["pad"], sizes["decoder_layers"], []
+    if config["scheme"]["init"] != "gpt2":
+        failures.append(f"--form gpt2 on pre-ln: init {config['scheme']['init']!r}, expected 'gpt2'")
+    for name, weight in sorted(state.items()):
+        if "layer_norm" in name:
+            if not torch.equal(weight, torch.full_like(weight, 1.0 if name.endswith(".weight") else 0.0)):
+                failures.append(f"{name}: not {'1' if name.endswith('.weight') else '0'}")
+            continue
+        if name.endswith(".bias"):
+            if weight.any():
+                failures.append(f"{name} is not zero")
+            continue
+        rows = weight
+        if name.endswith("embed_tokens.weight"):
+            if weight[pad].any():
+                failures.append(f"{name}: padding row {pad} is not zero")
+            rows = torch.cat([weight[:pad], weight[pad + 1:]])
+        branch = name.endswith(("out_proj.weight", "fc2.weight"))
+        expected = 0.02 / math.sqrt(2 * layers) if branch else 0.02
+        std, mean = rows.std().item(), rows.mean().item()
+        if abs(std / expected - 1) > STATISTICS_TOLERANCE or abs(mean) > 4 * expected / math.sqrt(rows.numel()):
+            failures.append(f"{name}: mean {mean:.3g}, std {std:.6g}, expected N(0, {expected:.6g})")
+    if "decoder.embed_positions.weight" not in state:
+        failures.append("no decoder.embed_positions.weight: --form gpt2 learns its positions")
+    return failures, f"{len(state)} tensors of a {layers}-layer GPT-2-form model"
+
+
 CASES = {"t-fixup": case_t_fixup, "deepnorm": case_deepnorm, "xavier": case_xavier,
          "admin-profile": case_admin_profile, "score-batching": case_score_batching,
-         "decoder-only": case_decoder_only}
+         "decoder-only": case_decoder_only, "gpt2": case_gpt2}
 
 
 def main():

@@ -70,6 +70,7 @@ def parse_args():
                         help="passed to `normlab init` (overrides the scheme's)")
     parser.add_argument("--mix-ln-alpha", type=float, help="passed to `normlab init`")
     parser.add_argument("--qk-norm", action="store_true", help="passed to `normlab init`")
+    parser.add_argument("--form", choices=["fairseq", "gpt2"], help="passed to `normlab init`")
     parser.add_argument("--z-loss", type=float, default=0.0,
                         help="passed to `normlab score`: the loss also holds C (log Z)^2 per token")
     parser.add_argument("--seed", type=int, default=20240611, help="seed of the random ids")
@@ -123,6 +124,8 @@ def normlab_score(args):
         init += ["--mix-ln-alpha", args.mix_ln_alpha]
     if args.qk_norm:
         init += ["--qk-norm"]
+    if args.form:
+        init += ["--form", args.form]
     run_normlab(args.normlab, *init)
     run_normlab(args.normlab, "export", "--checkpoint", checkpoint, "--out", weights)
     source = [] if decoder_only else ["--src-ids", workdir / "src.ids"]
@@ -161,6 +164,12 @@ def check_config(config, state, args):
                  for key, value in form.items() if scheme.get(key) != value]
     if model.get("kind", "encoder-decoder") != args.model_kind:
         failures.append(f"weights.json model.kind = {model.get('kind')!r}, expected {args.model_kind!r}")
+    if args.form == "gpt2":  # GPT-2's form (docs/schemes.md, "Forms")
+        form_keys = {"positions": "learned", "activation": "gelu-tanh", "scale_embedding": False}
+        failures += [f"weights.json model.{key} = {model.get(key)!r} for --form gpt2, expected {value!r}"
+                     for key, value in form_keys.items() if model.get(key) != value]
+        if config["embed_scale"] != 1.0:
+            failures.append(f"weights.json embed_scale = {config['embed_scale']} for --form gpt2, expected 1")
     if config["tied"] != EXPECTED_TIED[args.share]:
         failures.append(f"weights.json tied = {config['tied']}, expected {EXPECTED_TIED[args.share]}")
     failures += [f"weights.pt alias {alias} differs from {stored}"

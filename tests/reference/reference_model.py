@@ -129,6 +129,7 @@ class TransformerLayer(nn.Module):
         self.norm, self.residual = layer_placement(scheme, index, count), scheme["residual"]
         self.dropout = cfg["dropout"]
         self.activation_dropout = cfg["activation_dropout"]
+        self.activation = cfg.get("activation", "relu")
         self.deepnorm_alpha = scheme["deepnorm_alpha"]
         self.fc1 = nn.Linear(dim, cfg["ffn_dim"])
         self.fc2 = nn.Linear(cfg["ffn_dim"], dim)
@@ -145,8 +146,11 @@ class TransformerLayer(nn.Module):
             self.rezero_alpha = nn.Parameter(torch.zeros(1))
 
     def feed_forward(self, x):
-        """fc2(dropout_act(relu(fc1(x)))) (conv "Layers")."""
-        hidden = F.dropout(torch.relu(self.fc1(x)), self.activation_dropout, self.training)
+        """fc2(dropout_act(act(fc1(x)))) (conv "Layers"); act from model.activation (absent: relu;
+        gelu: erf GELU; gelu-tanh: GPT-2's tanh approximation)."""
+        act = {"relu": torch.relu, "gelu": F.gelu,
+               "gelu-tanh": lambda t: F.gelu(t, approximate="tanh")}[self.activation]
+        hidden = F.dropout(act(self.fc1(x)), self.activation_dropout, self.training)
         return self.fc2(hidden)
 
     def block(self, x, f, block):
@@ -214,7 +218,9 @@ class DecoderLayer(TransformerLayer):
 
 
 class Embedder(nn.Module):
-    """x = embed_scale * E[token] + P[t + position_offset], then dropout (conv "Embeddings").
+    """x = embed_scale * E[token] + P[t], then dropout (conv "Embeddings"). P is the sinusoidal
+    table read from row t + position_offset, or with model.positions "learned" the parameter
+    embed_positions (max_positions rows, row t for position t).
 
     The table E is passed in so that shared embeddings are one Parameter object: registered
     first under the stored name, later modules see it as an alias (conv "Shared embeddings").
@@ -224,17 +230,22 @@ class Embedder(nn.Module):
         super().__init__()
         self.embed_tokens = embed_tokens
         self.embed_scale = cfg["embed_scale"]
-        self.position_offset = cfg["position_offset"]
         self.dropout = cfg["dropout"]
+        if cfg.get("positions", "sinusoidal") == "learned":
+            self.embed_positions = nn.Embedding(cfg["max_positions"], cfg["d_model"])
+            self.position_offset = 0
+            return
+        self.position_offset = cfg["position_offset"]
         self.register_buffer(
             "positions", sinusoidal_table(cfg["max_positions"] + self.position_offset, cfg["d_model"]),
             persistent=False)
 
     def embed(self, tokens):
         length = tokens.size(1)
-        if length + self.position_offset > self.positions.size(0):
+        table = self.embed_positions.weight if hasattr(self, "embed_positions") else self.positions
+        if length + self.position_offset > table.size(0):
             raise ValueError(f"sequence of {length} tokens exceeds max_positions")
-        positions = self.positions[self.position_offset:self.position_offset + length]
+        positions = table[self.position_offset:self.position_offset + length]
         # Padding tokens get the zero position vector, as in fairseq (conv "Embeddings").
         not_pad = tokens.ne(self.embed_tokens.padding_idx).unsqueeze(-1)
         x = self.embed_scale * self.embed_tokens(tokens) + positions.to(self.embed_tokens.weight.dtype) * not_pad
