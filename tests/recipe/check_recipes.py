@@ -100,6 +100,13 @@ def expected_cells(recipe, scale, data):
     return out
 
 
+def text_data(recipes, path):
+    """A recipe without a synthetic task reads the shared English text (recipes/lm_*.toml): --data."""
+    if "synth" in tomllib.load(open(path, "rb")):
+        return []
+    return ["--data", os.path.join(recipes, "..", "..", "shared", "data", "lm")]
+
+
 def vocab_fits_synthetic(normlab, path, scale, dry_run, w, check):
     """Without data options a recipe runs on its synthetic task: generate that task as the recipe
     sets it at this scale ([synth] < [scale.S.synth]) and train the largest vocabulary any cell
@@ -149,8 +156,8 @@ def main():
     # 2. every shipped recipe at every scale
     for path in sorted(glob.glob(os.path.join(args.recipes, "*.toml"))):
         for scale in ("smoke", "cpu", "paper"):
-            r = subprocess.run([args.normlab, "run", path, "--out", w("dry"), "--scale", scale, "--dry-run"],
-                               capture_output=True, text=True)
+            r = subprocess.run([args.normlab, "run", path, "--out", w("dry"), "--scale", scale, "--dry-run",
+                                *text_data(args.recipes, path)], capture_output=True, text=True)
             check(r.returncode == 0 and r.stdout, f"{os.path.basename(path)} at {scale}: {r.stderr.strip()}")
             vocab_fits_synthetic(args.normlab, path, scale, r.stdout, w, check)
 

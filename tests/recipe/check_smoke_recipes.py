@@ -15,7 +15,9 @@ fail), then `normlab report`, then checks that
 ctest (`recipe.paper_recipes_smoke`) runs every paper recipe: xiong_fig2, xiong_fig3, xiong_fig4,
 huang_table1, huang_fig2_3, huang_fig3c, huang_fig4b, schemes, schemes_2025, hessian_report and
 advise_grid (with scripts/advise_confusion.py's table against the cells' own files), sharpness,
-lr_sensitivity (scripts/lr_sensitivity.py against the cells' own records) and dt_fixup (its frozen cell's trained parameters against the pretrained checkpoint, by torch.load)."""
+lr_sensitivity (scripts/lr_sensitivity.py against the cells' own records) and dt_fixup (its frozen cell's trained parameters against the pretrained checkpoint, by torch.load).
+`recipe.lm_recipes_smoke` runs the decoder-only lm_sharpness, with --data ../shared/data/lm (a
+recipe without a [synth] task reads that text)."""
 import csv
 import json
 import math
@@ -50,6 +52,9 @@ FIGURES = {
     "dt_fixup": {"valid-loss", "train-loss"},
     "lr_sensitivity": {"valid-loss", "train-loss", "lr-grid", "logits-nowarm_lr=0.01_scheme=post-ln",
                        "logits-nowarm-qk_lr=0.01_scheme=post-ln"},
+    "lm_sharpness": {"valid-loss", "train-loss", "curvature-post-ln-nowarm", "curvature-post-ln-warm",
+                     "curvature-pre-ln-nowarm", "curvature-gpt2-nowarm", "curvature-t-fixup-nowarm",
+                     "curvature-admin-nowarm"},
     "sharpness": {"valid-loss", "train-loss", "curvature-post-ln-nowarm", "curvature-post-ln-warm",
                   "curvature-pre-ln-nowarm", "curvature-t-fixup-nowarm", "curvature-admin-nowarm"},
     "schemes_2025": {"valid-loss", "train-loss", "grad-norms-probe", "hidden-norms-probe",
@@ -122,8 +127,10 @@ def main():
         path = os.path.join(args.recipes, name + ".toml")
         out = os.path.join(args.workdir, name)
         start = time.time()
+        data = [] if "synth" in tomllib.load(open(path, "rb")) else [
+            "--data", os.path.join(args.recipes, "..", "..", "shared", "data", "lm")]  # the text recipes
         r = subprocess.run([args.normlab, "run", path, "--out", out, "--scale", "smoke", "--threads", "1",
-                            "--device", "cpu"], capture_output=True, text=True, timeout=600)
+                            "--device", "cpu", *data], capture_output=True, text=True, timeout=600)
         wall = time.time() - start
         check(r.returncode == 0, f"{name}: run exit {r.returncode}: {r.stderr[-600:]}")
         cells = {}
