@@ -171,6 +171,7 @@ Runner add_hessian_command(CLI::App& app, const GlobalOptions& global) {
   add_dist_options(*cmd, o->dist);
 
   return [o, &global] {
+    if (!o->checkpoint.empty()) refuse_model_flags(o->model.given(), "the model comes from --checkpoint " + o->checkpoint);
     require_fp32(o->precision,
                  "Hessians are computed in fp32 or fp64 (--dtype): bf16 keeps 8 mantissa bits and fp16 11, "
                  "too few for Hessian-vector products and Lanczos (REFERENCE §7)");

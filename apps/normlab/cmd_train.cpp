@@ -82,14 +82,9 @@ Runner add_train_command(CLI::App& app, const GlobalOptions& global) {
     const auto& init = o->model.init_name();
     if (!c.init_from.checkpoint.empty()) {
       // The model and its vocabulary are the checkpoint's: a model flag would be ignored.
-      std::string ignored;
-      for (const auto* option : cmd->get_options())
-        if (option->count() > 0 && option->get_name() != "--init" &&
-            (option->get_group() == "Model" || option->get_name() == "--vocab-size"))
-          ignored += (ignored.empty() ? "" : ", ") + option->get_name();
-      if (!ignored.empty())
-        throw std::invalid_argument(ignored + ": the model and its vocabulary come from --init-from " + c.init_from.checkpoint +
-                                    "; drop them");
+      auto ignored = o->model.given({"--init"});  // --init: the added layers'
+      if (cmd->get_option("--vocab-size")->count() > 0) ignored.push_back("--vocab-size");
+      refuse_model_flags(ignored, "the model and its vocabulary come from --init-from " + c.init_from.checkpoint);
       c.init_from.added.init = model::parse_added_layer_init(init.empty() ? "xavier" : init);
     } else if (init == "dt-fixup") {
       c.init_from.added.init = model::AddedLayerInit::kDtFixup;  // refused by problems(), saying why

@@ -5,21 +5,26 @@
 #include <iostream>
 #include <memory>
 
+#include "option_cli.h"
+
 namespace normlab::app {
 
+// Each range is checked as the option is parsed, used or not (train without --eval-bleu); what
+// relates options (--nbest and --beam, --min-len and the lengths) is BeamSearchConfig::validate().
 void add_beam_options(CLI::App& cmd, decode::BeamSearchConfig& c, bool translate, const std::string& group) {
-  cmd.add_option("--beam", c.beam, "beam size (1: greedy)")->capture_default_str()->group(group);
-  cmd.add_option("--lenpen", c.lenpen, "length penalty: score = sum(log p) / len^lenpen")
-      ->capture_default_str()->group(group);
-  cmd.add_option("--max-len-a", c.max_len_a, "max output length = a * source length + b")
-      ->capture_default_str()->group(group);
-  cmd.add_option("--max-len-b", c.max_len_b, "max output length = a * source length + b")
-      ->capture_default_str()->group(group);
+  auto add = [&](const std::string& flag, auto& field, const std::string& help, const core::Range& range) {
+    cmd.add_option(flag, field, help)->capture_default_str()->check(in_range(range))->group(group);
+  };
+  add("--beam", c.beam, "beam size (1: greedy)", core::at_least(1));
+  core::Range any_finite;
+  any_finite.finite = true;
+  any_finite.phrase = "finite";
+  add("--lenpen", c.lenpen, "length penalty: score = sum(log p) / len^lenpen", any_finite);
+  add("--max-len-a", c.max_len_a, "max output length = a * source length + b", core::finite(core::at_least(0)));
+  add("--max-len-b", c.max_len_b, "max output length = a * source length + b", core::at_least(0));
   if (!translate) return;
-  cmd.add_option("--nbest", c.nbest, "hypotheses printed per sentence, best first")
-      ->capture_default_str()->group(group);
-  cmd.add_option("--min-len", c.min_len, "no </s> before this many output tokens (fairseq's --min-len)")
-      ->capture_default_str()->group(group);
+  add("--nbest", c.nbest, "hypotheses printed per sentence, best first", core::at_least(1));
+  add("--min-len", c.min_len, "no </s> before this many output tokens (fairseq's --min-len)", core::at_least(0));
 }
 
 namespace {

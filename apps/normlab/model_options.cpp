@@ -13,7 +13,22 @@ torch::Dtype parse_dtype(const std::string& s) {
   throw std::invalid_argument("--dtype: unknown value '" + s + "', expected float32|float64");
 }
 
+void refuse_model_flags(const std::vector<std::string>& flags, const std::string& source) {
+  std::string names;
+  for (const auto& flag : flags) names += (names.empty() ? "" : ", ") + flag;
+  if (!names.empty()) throw std::invalid_argument(names + ": " + source + "; drop them");
+}
+
+std::vector<std::string> ModelOptions::given(const std::vector<std::string>& except) const {
+  std::vector<std::string> out;
+  for (const auto* option : options_)
+    if (option->count() > 0 && std::find(except.begin(), except.end(), option->get_name()) == except.end())
+      out.push_back(option->get_name());
+  return out;
+}
+
 void ModelOptions::add_to(CLI::App& cmd, bool vocab_options) {
+  const auto before = cmd.get_options().size();
   const std::string g = "Model";
   cmd.add_option("--model-kind", kind_, "the model kind: " + model::model_kind_choices() + " (docs/architecture.md)")
       ->capture_default_str()->group(g);
@@ -75,6 +90,8 @@ void ModelOptions::add_to(CLI::App& cmd, bool vocab_options) {
   cmd.add_option("--rezero-alpha-init", sizes_.rezero_alpha_init,
                  "ReZero's alpha at initialisation (the paper: 0)")
       ->capture_default_str()->group(g);
+  const auto all = cmd.get_options();
+  options_.assign(all.begin() + static_cast<std::ptrdiff_t>(before), all.end());
 }
 
 model::SchemeOverrides ModelOptions::scheme_overrides() const {

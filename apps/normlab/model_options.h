@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 #include <torch/types.h>
@@ -13,6 +14,12 @@ namespace normlab::app {
 
 // --dtype: float32|float64. Throws std::invalid_argument for anything else.
 torch::Dtype parse_dtype(const std::string& s);
+
+// A command whose model comes from a checkpoint refuses model flags, each of which would be
+// ignored: throws std::invalid_argument "--d-model, --heads: the model comes from --checkpoint
+// CKPT; drop them", where `source` is "the model comes from --checkpoint CKPT". Nothing when
+// `flags` is empty.
+void refuse_model_flags(const std::vector<std::string>& flags, const std::string& source);
 
 class ModelOptions {
  public:
@@ -27,6 +34,8 @@ class ModelOptions {
   // The explicit scheme flags, for commands that build several named schemes (--schemes).
   // Throws std::invalid_argument for an unknown value.
   model::SchemeOverrides scheme_overrides() const;
+  // The model flags given on the command line, in the help's order, but those in `except`.
+  std::vector<std::string> given(const std::vector<std::string>& except = {}) const;
 
  private:
   std::string kind_ = model::kEncoderDecoder;
@@ -42,6 +51,7 @@ class ModelOptions {
   model::ModelConfig sizes_;  // holds the explicit size and dropout flags
   int64_t vocab_size_ = 0;
   int64_t layers_ = 0;  // --layers: encoder and decoder
+  std::vector<const CLI::Option*> options_;  // every flag add_to() added
   CLI::Option *layers_opt_ = nullptr, *d_model_ = nullptr, *ffn_dim_ = nullptr, *heads_ = nullptr,
               *encoder_layers_ = nullptr, *decoder_layers_ = nullptr, *src_vocab_ = nullptr,
               *tgt_vocab_ = nullptr;

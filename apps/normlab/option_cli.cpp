@@ -43,6 +43,20 @@ void CliBinder::bind(const core::OptionSpec& spec, core::TextValue v) {
       ->group(spec.group);
 }
 
+CLI::Validator in_range(const core::Range& range) {
+  return CLI::Validator(
+      [range](std::string& text) {
+        double v = 0;
+        try {
+          v = std::stod(text);
+        } catch (const std::exception&) {
+          return std::string();  // not a number: CLI11's conversion says so
+        }
+        return range.contains(v) ? std::string() : "must be " + range.describe() + ", got " + text;
+      },
+      range.describe(), "range");
+}
+
 void refuse_empty_numbers(CLI::App& app) {
   const CLI::Validator non_empty(
       [](std::string& value) { return value.empty() ? std::string("an empty value is not a number") : std::string(); },

@@ -34,6 +34,11 @@ void add_options(CLI::App& command, const core::OptionTable<C>& table, C& config
   table.bind(config, binder);
 }
 
+// A numeric option's range checked as it is parsed, so that an option the command will not use is
+// checked too (issue 34: `train --lenpen -inf` without --eval-bleu was accepted):
+// "--lenpen: must be finite, got -inf".
+CLI::Validator in_range(const core::Range& range);
+
 // Every numeric option of `app` and of its subcommands, at any depth, refuses an empty value
 // (CLI11 reads '' as 0): "--eps: an empty value is not a number", exit 2 (issue 34).
 void refuse_empty_numbers(CLI::App& app);

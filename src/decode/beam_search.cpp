@@ -6,6 +6,7 @@
 
 #include <torch/torch.h>
 
+#include "core/option_table.h"
 #include "core/problems.h"
 #include "core/tokens.h"
 #include "data/batching.h"
@@ -53,6 +54,28 @@ void check_model_fits(const BeamSearchConfig& config, const model::ModelConfig& 
                                 std::to_string(m.max_positions - 1) + " tokens (max_positions - 1)");
 }
 
+// max_len per sentence (REFERENCE §3): a * source length (with </s>) + b, capped so that the
+// decoder input (max_len + 1 tokens) fits the position table (fairseq's cap). A shortest one
+// below --min-len could not end: refused (issue 34: empty lines and exit 0).
+std::vector<int64_t> max_lengths(const BeamSearchConfig& config, const torch::Tensor& src_lengths,
+                                 int64_t max_positions) {
+  std::vector<int64_t> max_len;
+  for (const auto src_len : std::vector<int64_t>(src_lengths.data_ptr<int64_t>(),
+                                                 src_lengths.data_ptr<int64_t>() + src_lengths.numel())) {
+    const double len = config.max_len_a * static_cast<double>(src_len) + static_cast<double>(config.max_len_b);
+    max_len.push_back(std::min<int64_t>(static_cast<int64_t>(len), max_positions - 1));
+  }
+  const auto shortest = std::min_element(max_len.begin(), max_len.end()) - max_len.begin();
+  if (config.min_len > max_len[static_cast<size_t>(shortest)])
+    throw std::invalid_argument("--min-len " + std::to_string(config.min_len) +
+                                " exceeds the longest translation allowed for a source of " +
+                                std::to_string(src_lengths[shortest].item<int64_t>()) + " tokens with </s>, " +
+                                std::to_string(max_len[static_cast<size_t>(shortest)]) + " (--max-len-a " +
+                                core::format_number(config.max_len_a) + ", --max-len-b " +
+                                std::to_string(config.max_len_b) + ")");
+  return max_len;
+}
+
 }  // namespace
 
 std::vector<std::vector<Hypothesis>> beam_search(model::Seq2Seq& model, const torch::Tensor& src,
@@ -61,17 +84,8 @@ std::vector<std::vector<Hypothesis>> beam_search(model::Seq2Seq& model, const to
   check_model_fits(config, model->config());
   const auto n_sentences = static_cast<size_t>(src.size(0));
 
-  // max_len per sentence (REFERENCE §3): a * source length (with </s>) + b, capped so that
-  // the decoder input (max_len + 1 tokens) fits the position table (fairseq's cap).
-  const auto src_lengths = src.ne(kPad).sum(1).cpu();
-  std::vector<int64_t> max_len(n_sentences);
-  int64_t longest = 0;
-  for (size_t i = 0; i < n_sentences; ++i) {
-    const double len = config.max_len_a * static_cast<double>(src_lengths[static_cast<int64_t>(i)].item<int64_t>()) +
-                       static_cast<double>(config.max_len_b);
-    max_len[i] = std::min<int64_t>(static_cast<int64_t>(len), model->config().max_positions - 1);
-    longest = std::max(longest, max_len[i]);
-  }
+  const auto max_len = max_lengths(config, src.ne(kPad).sum(1).cpu(), model->config().max_positions);
+  const int64_t longest = *std::max_element(max_len.begin(), max_len.end());
 
   // One guard for the whole search: the weights are cast to bf16/fp16 once, not every step.
   auto guard = model->precision_guard();

@@ -5,8 +5,16 @@
 #include <sstream>
 
 #include <nlohmann/json.hpp>
+#include <torch/torch.h>
 
 namespace normlab::train {
+
+namespace {
+
+constexpr const char* kIntervalKey = "progress.interval";  // the checkpoint's extra tensor
+constexpr size_t kIntervalFields = 13;
+
+}  // namespace
 
 void Progress::train_begins(const RunContext& run) {
   log_interval_ = run.config.log_interval;
@@ -14,6 +22,33 @@ void Progress::train_begins(const RunContext& run) {
   planned_ = run.planned_updates;
   several_ranks_ = run.group.size() > 1;
   start_ = since_ = Clock::now();
+  if (const auto saved = run.saved.find(kIntervalKey); saved != run.saved.end()) {
+    const auto t = saved->second.to(torch::kCPU, torch::kFloat64).contiguous();
+    set_interval({t.data_ptr<double>(), t.data_ptr<double>() + t.numel()});
+  } else if (!run.saved.empty() && run.update % log_interval_ != 0) {
+    dir_.line("normlab train: the checkpoint holds no sums of the logging interval (an older normlab wrote it): "
+              "the first record after update " + std::to_string(run.update) + " averages only this run's updates");
+  }
+}
+
+void Progress::save_state(model::TensorMap& extra) const {
+  const auto v = interval();
+  extra[kIntervalKey] = torch::tensor(v, torch::kFloat64);
+}
+
+// Sums as doubles: exact for counts below 2^53.
+std::vector<double> Progress::interval() const {
+  auto d = [](int64_t x) { return static_cast<double>(x); };
+  return {loss_, nll_, sync_s_, d(tokens_), d(overlapped_), d(reduced_), d(update_), d(epoch_), d(next_batch_),
+          d(n_batches_), lr_, grad_norm_, loss_scale_};
+}
+
+void Progress::set_interval(const std::vector<double>& v) {
+  TORCH_CHECK(v.size() == kIntervalFields, kIntervalKey, ": expected ", kIntervalFields, " values, got ", v.size());
+  auto i = [](double x) { return static_cast<int64_t>(x); };
+  loss_ = v[0], nll_ = v[1], sync_s_ = v[2], tokens_ = i(v[3]), overlapped_ = i(v[4]), reduced_ = i(v[5]);
+  update_ = i(v[6]), epoch_ = i(v[7]), next_batch_ = i(v[8]), n_batches_ = i(v[9]);
+  lr_ = v[10], grad_norm_ = v[11], loss_scale_ = v[12];
 }
 
 void Progress::update_done(const UpdateReport& r) {

@@ -1,5 +1,7 @@
 // The training records of metrics.jsonl and the progress lines (every --log-interval updates,
-// and the last updates before the final validation): a callback like every instrument.
+// and the last updates before the final validation): a callback like every instrument. The sums
+// of the interval not yet recorded are saved in every checkpoint, so that a resumed run's first
+// record is the uninterrupted run's (issue 34).
 #pragma once
 
 #include <chrono>
@@ -17,11 +19,14 @@ class Progress final : public TrainCallback {
   void train_begins(const RunContext& run) override;
   void update_done(const UpdateReport& report) override;
   void training_ends() override { write(); }
+  void save_state(model::TensorMap& extra) const override;
 
  private:
   using Clock = std::chrono::steady_clock;
   void write();          // the record of the updates since the last one, if any
   std::string eta() const;
+  std::vector<double> interval() const;         // the fields below, in their order
+  void set_interval(const std::vector<double>& v);
 
   RunDir& dir_;
   std::function<double()> wall_;

@@ -26,7 +26,6 @@ TrainResult Trainer::run() {
     begin();
     while (!done_ && (c_.max_epochs == 0 || pos_.epoch <= c_.max_epochs))
       run_epoch(data::make_batches(train_.sizes, train_.kept, c_.batching, c_.seed, pos_.epoch));
-    if (!diverged_ && !c_.test_prefix.empty()) test();
   }
   TrainResult result;
   result.updates = pos_.update;
@@ -42,9 +41,9 @@ void Trainer::run_epoch(const BatchOrder& batches) {
   const auto n = static_cast<int64_t>(batches.size());
   while (!done_ && pos_.next_batch < n) update(batches);
   if (diverged_) return;
-  const bool end_of_epoch = pos_.next_batch >= n;
-  if (done_ || (c_.max_epochs > 0 && pos_.epoch == c_.max_epochs)) each([](TrainCallback& cb) { cb.training_ends(); });
-  validate_and_save(end_of_epoch);
+  const bool end_of_epoch = pos_.next_batch >= n, last = last_update(n);
+  if (last) each([](TrainCallback& cb) { cb.training_ends(); });
+  validate_and_save(end_of_epoch, last);
 }
 
 // One update: the next update_freq x WORLD_SIZE batches of the epoch's order (fewer at its end),
@@ -89,11 +88,21 @@ void Trainer::update(const BatchOrder& batches) {
   each([&](TrainCallback& cb) { cb.update_done(report); });
   sync_s_ = 0;
   overlapped_ = reduced_ = 0;
-  if (c_.save_interval_updates > 0 && pos_.update % c_.save_interval_updates == 0) {
+  done_ = stop_after(sums);
+  // The last update's checkpoint waits for the final validation (validate_and_save): a run
+  // killed in between resumes before it and writes the last records again (issue 34).
+  if (!last_update(static_cast<int64_t>(batches.size())) && update_checkpoint_due()) {
     save({update_checkpoint_name(pos_.epoch, pos_.update), "checkpoint_last.pt"});
     dir_->prune(c_.keep_last);
   }
-  done_ = stop_after(sums);
+}
+
+bool Trainer::last_update(int64_t n_batches) const {
+  return done_ || (pos_.next_batch >= n_batches && c_.max_epochs > 0 && pos_.epoch == c_.max_epochs);
+}
+
+bool Trainer::update_checkpoint_due() const {
+  return c_.save_interval_updates > 0 && pos_.update % c_.save_interval_updates == 0;
 }
 
 Sums Trainer::forward_backward(const BatchOrder& batches) {
@@ -127,7 +136,9 @@ bool Trainer::stop_after(const Sums& sums) {
   return true;
 }
 
-void Trainer::validate_and_save(bool end_of_epoch) {
+// The last validation is followed by --test, and the checkpoint comes after both: a run killed
+// before it resumes from the previous checkpoint and writes both records again.
+void Trainer::validate_and_save(bool end_of_epoch, bool last) {
   const auto v = validate(valid_);
   auto record = validation_record(pos_, v, wall(), end_of_epoch);
   each([&](TrainCallback& cb) { cb.validation_done(record); });
@@ -140,6 +151,8 @@ void Trainer::validate_and_save(bool end_of_epoch) {
   std::vector<std::string> names = {"checkpoint_last.pt"};
   if (end_of_epoch && pos_.epoch % c_.save_interval == 0) names.push_back(epoch_checkpoint_name(pos_.epoch));
   if (best) names.push_back("checkpoint_best.pt");
+  if (last && update_checkpoint_due()) names.push_back(update_checkpoint_name(pos_.epoch, pos_.update));
+  if (last && !c_.test_prefix.empty()) test();
   if (end_of_epoch) {
     ++pos_.epoch;  // the saved position is the start of the next epoch
     pos_.next_batch = 0;

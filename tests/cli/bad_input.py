@@ -94,6 +94,7 @@ def main():
                                          "--tgt-ids", w(tgt)]
     tiny_layers = tiny[:-2]  # sizes without --vocab-size
     probe = lambda *more: ["probe", *tiny_layers, "--vocab-size", "40", "--out", w("probe"), *more]
+    hessian = lambda *more: ["hessian", "--data", w("c"), "--out", w("hessian_out"), *more]
     cases = [
         # Issue 34: a model larger than the machine's memory is refused before allocating
         # (it aborted with SIGABRT in LibTorch's allocator).
@@ -103,6 +104,16 @@ def main():
         (translate("--min-len", "300", "--max-len-b", "5"),
          "--min-len 300 exceeds the longest translation allowed, --max-len-b 5 (with --max-len-a 0)"),
         (translate("--min-len", "2000", "--max-len-a", "1"), "--min-len 2000 exceeds the model's longest output, 1023 tokens"),
+        # ... and with --max-len-a > 0 each sentence's longest translation (empty lines, exit 0).
+        (translate("--min-len", "300", "--max-len-a", "1", "--max-len-b", "5"),
+         "--min-len 300 exceeds the longest translation allowed for a source of 3 tokens with </s>, 8 "
+         "(--max-len-a 1, --max-len-b 5)"),
+        # ... and options a command does not use were never checked: a range is checked as it is
+        # parsed (--lenpen without --eval-bleu), and a model flag beside --checkpoint is refused.
+        (train("--lenpen", "-inf"), "--lenpen: must be finite, got -inf"),
+        (train("--max-len-a", "nan"), "--max-len-a: must be finite and >= 0, got nan"),
+        (hessian("--checkpoint", w("good.ckpt"), "--layers", "3", "--d-model", "16"),
+         "--d-model, --layers: the model comes from --checkpoint " + w("good.ckpt") + "; drop them"),
         # ... and a folder given for a file was basic_filebuf's "Is a directory".
         (translate()[:-2] + ["--input", w("a_folder")], "cannot read " + w("a_folder") + ": it is a directory"),
         # ... and an infinite timeout overflowed to -2^63 ms.
@@ -200,10 +211,10 @@ def main():
         (["perturb", *tiny_layers, "--out", w("p"), "--depths", "2,0"], "--depths: every depth must be >= 1, got 0"),
         (["train", "--train", w("c"), "--valid", w("c"), "--max-steps", "1", "--out", w("t2"),
           "--trace-steps", "-1"], "--trace-steps must be >= 0, got -1"),
-        (translate("--beam", "0"), "--beam must be >= 1, got 0"),
+        (translate("--beam", "0"), "--beam: must be >= 1, got 0"),
         (translate("--beam", "2", "--nbest", "3"), "--nbest must be in [1, --beam 2], got 3"),
-        (translate("--max-len-b", "-1"), "--max-len-b must be >= 0"),
-        (translate("--max-len-a", "-0.5"), "--max-len-a must be >= 0"),
+        (translate("--max-len-b", "-1"), "--max-len-b: must be >= 0"),
+        (translate("--max-len-a", "-0.5"), "--max-len-a: must be finite and >= 0"),
         (translate("--max-tokens", "3"), "input line 1 has 4 tokens with </s>, more than --max-tokens 3"),
         (translate()[:-2] + ["--input", w("tgt_bad.txt")], "tgt_bad.txt:2: expected non-negative integer"),
         (translate()[:-2] + ["--input", w("ids_big.txt")], "ids_big.txt:2: id 99999 is outside the vocabulary"),
@@ -216,7 +227,7 @@ def main():
         (["translate", "--checkpoint", w("missing.ckpt"), "--input", w("c.de")], "missing.ckpt"),
         (evaluate("short.de", "short.en"), "short.de has 2 lines but " + w("short.en") + " has 1"),
         (evaluate("c.de", "missing.en"), w("missing.en")),
-        (evaluate("c.de", "c.en", "--lenpen", "nan"), "--lenpen must be finite"),
+        (evaluate("c.de", "c.en", "--lenpen", "nan"), "--lenpen: must be finite, got nan"),
         (train("--add-encoder-layers", "2"), "add layers to a trained model: give --init-from CKPT"),
         (train("--init", "dt-fixup"), "--init dt-fixup initialises layers added to a trained model"),
         (train("--pretrained-lr-scale", "0.5"), "--pretrained-lr-scale needs --init-from CKPT"),
@@ -232,9 +243,8 @@ def main():
          "--add-encoder-layers must be >= 0, got -1"),
         (train("--best-metric", "bleu"), "--best-metric bleu needs --eval-bleu"),
         (train("--best-metric", "accuracy"), "--best-metric: unknown value 'accuracy'"),
-        (train("--eval-bleu", "--beam", "0"), "--beam must be >= 1"),
+        (train("--eval-bleu", "--beam", "0"), "--beam: must be >= 1"),
     ]
-    hessian = lambda *more: ["hessian", "--data", w("c"), "--out", w("hessian_out"), *more]
     cases += [
         (hessian("--checkpoint", w("good.ckpt"), "--vocab", model),
          "the vocabulary has 40 pieces but " + w("good.ckpt") + " was built for 20"),
