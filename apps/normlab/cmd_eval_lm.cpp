@@ -1,6 +1,7 @@
-// `normlab eval-lm`: a decoder-only model's per-token loss and perplexity on running text, cut
-// into blocks as training cuts its validation text (fairseq-eval-lm's role; docs/training.md,
-// "Language models").
+// `normlab eval-lm`: a language model's per-token loss, perplexity and accuracy on running text,
+// cut into blocks as training cuts its validation text (fairseq-eval-lm's role; docs/training.md,
+// "Language models"): a decoder-only model's next tokens, an encoder-only model's masked tokens
+// (masked as its training run masked its validation text, with --seed).
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -13,7 +14,7 @@
 #include "core/file_io.h"
 #include "core/runtime.h"
 #include "decode_options.h"
-#include "model/decoder_only.h"
+#include "model/config.h"
 #include "precision_option.h"
 #include "train/corpus_loss.h"
 #include "train/train_data.h"
@@ -25,54 +26,85 @@ struct EvalLmOptions {
   std::string checkpoint, text, vocab, out;
   int64_t block_size = 0;  // 0: the training run's
   int64_t max_tokens = 4096;
+  int64_t seed = -1;  // masks of an encoder-only model (-1: the training run's seed)
   bool json = false;
   std::string precision = "fp32";
 };
 
 // The run's --block-size (config.data.block_size; 0 or absent: the model's max_positions).
+// The training run's section `name` of config.json (empty when absent).
+nlohmann::json run_config(const model::LoadedModel& loaded, const char* name) {
+  return loaded.meta.value("config", nlohmann::json::object()).value(name, nlohmann::json::object());
+}
+
 int64_t trained_block_size(const model::LoadedModel& loaded) {
-  const auto data = loaded.meta.value("config", nlohmann::json::object()).value("data", nlohmann::json::object());
-  const int64_t n = data.value("block_size", int64_t{0});
+  const int64_t n = run_config(loaded, "data").value("block_size", int64_t{0});
   return n > 0 ? n : loaded.model->config().max_positions;
+}
+
+// An encoder-only model's masking: the training run's settings, its seed unless --seed.
+train::CorpusMasking run_masking(const model::LoadedModel& loaded, const data::Vocab& vocab, int64_t seed) {
+  const auto j = run_config(loaded, "masking");
+  train::CorpusMasking m;
+  m.config.mask_prob = j.value("mask_prob", m.config.mask_prob);
+  m.config.leave_unmasked_prob = j.value("leave_unmasked_prob", m.config.leave_unmasked_prob);
+  m.config.random_token_prob = j.value("random_token_prob", m.config.random_token_prob);
+  m.tokens = train::mask_tokens(vocab);
+  m.seed = seed >= 0 ? static_cast<uint64_t>(seed)
+                     : loaded.meta.value("config", nlohmann::json::object()).value("seed", uint64_t{1});
+  return m;
 }
 
 }  // namespace
 
 Runner add_eval_lm_command(CLI::App& app, const GlobalOptions& global) {
-  auto* cmd = app.add_subcommand("eval-lm", "a decoder-only model's loss and perplexity on running text");
+  auto* cmd = app.add_subcommand("eval-lm", "a language model's loss, perplexity and accuracy on running text");
   auto o = std::make_shared<EvalLmOptions>();
-  cmd->add_option("--checkpoint", o->checkpoint, "normlab checkpoint of a decoder-only model")->required();
+  cmd->add_option("--checkpoint", o->checkpoint, "normlab checkpoint of a decoder-only or encoder-only model")
+      ->required();
   cmd->add_option("--text", o->text, "running text (plain or .gz), e.g. lm-data's test.txt")->required();
   cmd->add_option("--vocab", o->vocab, "SentencePiece model (default: the checkpoint's own)");
   cmd->add_option("--block-size", o->block_size, "positions per block (default: the training run's)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--max-tokens", o->max_tokens, "tokens per batch")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--seed", o->seed, "encoder-only: the masks' seed (default: the training run's)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--json", o->json, "print one JSON object");
   cmd->add_option("--out", o->out, "also write that object to DIR/eval_lm.json");
   add_precision_option(*cmd, o->precision);
   return [o, &global] {
     auto loaded = model::load_model(o->checkpoint);
     auto& net = loaded.model;
-    model::as_decoder_only(net, "normlab eval-lm (" + o->checkpoint + ")");  // `evaluate` scores translation
+    const auto& kind = net->kind();
+    if (!net->config().single_stack())  // `evaluate` scores translation
+      throw std::invalid_argument("normlab eval-lm (" + o->checkpoint + ") needs a " + model::kDecoderOnly + " or " +
+                                  model::kEncoderOnly + " model, not " + kind);
+    const bool masked = kind == model::kEncoderOnly;
+    if (!masked && o->seed >= 0) throw std::invalid_argument("--seed chooses an encoder-only model's masks, not a " + kind + " model's");
     const auto vocab = checkpoint_vocab(loaded, o->checkpoint, o->vocab);
     const int64_t n = o->block_size > 0 ? o->block_size : trained_block_size(loaded);
     if (n > net->config().max_positions)
       throw std::invalid_argument("--block-size " + std::to_string(n) + " exceeds the model's max_positions " +
                                   std::to_string(net->config().max_positions));
     std::string loaded_line;
-    const auto corpus = train::load_text_corpus(o->text, vocab, n, [&](const std::string& s) { loaded_line = s; });
+    auto corpus = train::load_text_corpus(o->text, vocab, n, [&](const std::string& s) { loaded_line = s; },
+                                          masked ? data::Layout::kMaskedBlocks : data::Layout::kBlocks);
+    if (masked) corpus.masking = run_masking(loaded, vocab, o->seed);
     const auto device = core::resolve_device(global.device);
     net->to(device);
     net->set_precision(resolve_precision(o->precision, device));
     data::BatchingConfig batching;
     batching.max_tokens = o->max_tokens;
-    const auto l = train::corpus_loss(net, corpus.src, corpus.tgt, corpus.kept, batching, 1, train::LossOptions{0.0},
-                                      {}, corpus.layout);
+    const auto l = train::corpus_loss(net, corpus, batching, 1, train::LossOptions{0.0});
     const double nll = l.nll / static_cast<double>(l.tokens);
-    const nlohmann::json j = {{"checkpoint", o->checkpoint}, {"text", o->text},   {"precision", o->precision},
-                              {"block_size", n},             {"blocks", corpus.kept.size()}, {"tokens", l.tokens},
-                              {"nll", nll},                  {"ppl", std::exp(nll)},
-                              {"bits_per_token", nll / std::log(2.0)}};
+    const double accuracy = static_cast<double>(l.correct) / static_cast<double>(l.tokens);
+    nlohmann::json j = {{"checkpoint", o->checkpoint}, {"kind", kind},
+                        {"text", o->text},             {"precision", o->precision},
+                        {"block_size", n},             {"blocks", corpus.kept.size()},
+                        {"tokens", l.tokens},          {"nll", nll},
+                        {"ppl", std::exp(nll)},        {"bits_per_token", nll / std::log(2.0)},
+                        {"accuracy", accuracy}};
+    if (masked) j["mask_seed"] = corpus.masking->seed;
     if (!o->out.empty()) {
       std::filesystem::create_directories(o->out);
       core::write_file_atomic(o->out + "/eval_lm.json", j.dump(1) + "\n");
@@ -82,9 +114,9 @@ Runner add_eval_lm_command(CLI::App& app, const GlobalOptions& global) {
       return;
     }
     std::cerr << loaded_line << "\n";
-    std::printf("nll %.4f ppl %.3f per token (%.4f bits; %lld tokens predicted in %zu blocks of %lld)\n", nll,
-                std::exp(nll), nll / std::log(2.0), static_cast<long long>(l.tokens), corpus.kept.size(),
-                static_cast<long long>(n));
+    std::printf("nll %.4f ppl %.3f per token (%.4f bits), accuracy %.4f; %lld %s tokens predicted in %zu blocks of %lld\n",
+                nll, std::exp(nll), nll / std::log(2.0), accuracy, static_cast<long long>(l.tokens),
+                masked ? "masked" : "next", corpus.kept.size(), static_cast<long long>(n));
   };
 }
 

@@ -106,10 +106,13 @@ Runner add_evaluate_command(CLI::App& app, const GlobalOptions& global) {
     // Teacher-forced loss over the pairs training would keep (both sides non-empty, fitting).
     data::FilterOptions filter;
     filter.max_positions = net->config().max_positions;
-    const auto kept = data::filter_pairs(src, tgt, filter);
+    train::Corpus pairs;
+    pairs.kept = data::filter_pairs(src, tgt, filter).kept;
+    pairs.src = src;
+    pairs.tgt = tgt;
     data::BatchingConfig batching;
     batching.max_tokens = o->max_tokens;
-    const auto l = train::corpus_loss(net, src, tgt, kept.kept, batching, 1, loss);
+    const auto l = train::corpus_loss(net, pairs, batching, 1, loss);
     const double tokens = static_cast<double>(std::max<int64_t>(l.tokens, 1));
 
     nlohmann::json j = {{"checkpoint", o->checkpoint}, {"src", o->src}, {"ref", o->ref},
@@ -119,7 +122,7 @@ Runner add_evaluate_command(CLI::App& app, const GlobalOptions& global) {
                         {"sys_len", scores.bleu.sys_len}, {"ref_len", scores.bleu.ref_len},
                         {"chrf", scores.chrf}, {"chrf_signature", scores.chrf_signature},
                         {"loss", l.loss / tokens}, {"nll", l.nll / tokens}, {"ppl", std::exp(l.nll / tokens)},
-                        {"loss_tokens", l.tokens}, {"loss_pairs", kept.kept.size()},
+                        {"loss_tokens", l.tokens}, {"loss_pairs", pairs.kept.size()},
                         {"label_smoothing",
                          {{"eps", loss.label_smoothing}, {"formula", train::to_string(loss.formula)}}},
                         {"beam", {{"beam", o->beam.beam}, {"lenpen", o->beam.lenpen},
@@ -146,7 +149,7 @@ Runner add_evaluate_command(CLI::App& app, const GlobalOptions& global) {
     std::printf("loss %.4f nll %.4f ppl %.3f per target token (label smoothing %g %s; %lld tokens, %zu pairs)\n",
                 l.loss / tokens, l.nll / tokens, std::exp(l.nll / tokens), loss.label_smoothing,
                 train::to_string(loss.formula).c_str(),
-                static_cast<long long>(l.tokens), kept.kept.size());
+                static_cast<long long>(l.tokens), pairs.kept.size());
     std::printf("decoded %zu sentences in %.2f s (%.1f sentences/s), beam %lld, lenpen %g\n", src.size(), decode_s,
                 static_cast<double>(src.size()) / decode_s, static_cast<long long>(o->beam.beam), o->beam.lenpen);
   };

@@ -1,5 +1,5 @@
 // `normlab export`: weights.pt (torch.load-able dict) and weights.json for other tools, or with
-// --format hf a folder that Hugging Face transformers loads as GPT-2 (docs/conventions.md).
+// --format hf a folder that Hugging Face transformers loads as GPT-2 or BERT (docs/conventions.md).
 #include <iostream>
 
 #include "commands.h"
@@ -23,7 +23,8 @@ Runner add_export_command(CLI::App& app, const GlobalOptions&) {
       ->required();
   cmd->add_option("--format", o->format,
                   "normlab: weights.pt + weights.json; hf: config.json + model.safetensors of transformers' "
-                  "GPT2LMHeadModel (decoder-only Pre-LN models)")
+                  "GPT2LMHeadModel (decoder-only Pre-LN models) or BertForMaskedLM (encoder-only Post-LN models "
+                  "in BERT's form)")
       ->capture_default_str()->check(CLI::IsMember({"normlab", "hf"}));
   cmd->add_option("--label-smoothing", o->label_smoothing, "label smoothing eps to record")
       ->capture_default_str();
@@ -33,7 +34,7 @@ Runner add_export_command(CLI::App& app, const GlobalOptions&) {
     const auto formula = train::parse_label_smoothing_formula(o->formula);
     auto loaded = model::load_model(o->checkpoint);
     if (o->format == "hf") {
-      model::export_hf_gpt2(loaded.model, o->out);
+      model::export_hf(loaded.model, o->out);
       std::cerr << "normlab export: " << o->out << "/config.json, " << o->out << "/model.safetensors\n";
       return;
     }

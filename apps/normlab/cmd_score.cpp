@@ -9,6 +9,7 @@
 #include "commands.h"
 #include "core/problems.h"
 #include "core/runtime.h"
+#include "core/tokens.h"
 #include "data/id_text.h"
 #include "model/checkpoint.h"
 #include "precision_option.h"
@@ -17,8 +18,26 @@
 namespace normlab::app {
 namespace {
 
-// An encoder-decoder's pairs, or a decoder-only model's lines (with empty sources).
+// An encoder-decoder's pairs, a decoder-only model's lines (with empty sources), or an encoder-only
+// model's rows `<s> x` and their targets (`x` as given, the <mask> id allowed; a target line: the
+// id to predict or -100 at each token of x).
 data::SentencePairs read_scored_ids(const model::ModelConfig& c, const std::string& src, const std::string& tgt) {
+  if (c.kind == model::kEncoderOnly) {
+    if (src.empty()) throw std::invalid_argument("--src-ids (the masked inputs) is required for an " + c.kind + " model");
+    data::SentencePairs rows{data::read_id_file(src, c.src_vocab_size), data::read_label_file(tgt, c.src_vocab_size)};
+    if (rows.src.size() != rows.tgt.size())
+      throw std::invalid_argument(src + " has " + std::to_string(rows.src.size()) + " lines but " + tgt + " has " +
+                                  std::to_string(rows.tgt.size()));
+    for (size_t i = 0; i < rows.src.size(); ++i) {
+      if (rows.src[i].size() != rows.tgt[i].size())
+        throw std::invalid_argument(tgt + ":" + std::to_string(i + 1) + ": " + std::to_string(rows.tgt[i].size()) +
+                                    " targets for " + std::to_string(rows.src[i].size()) + " input tokens in " + src +
+                                    " (one per input token: the id to predict, or -100)");
+      rows.src[i].insert(rows.src[i].begin(), kBos);
+      rows.tgt[i].insert(rows.tgt[i].begin(), kPad);
+    }
+    return rows;
+  }
   if (c.has_encoder()) {
     if (src.empty()) throw std::invalid_argument("--src-ids is required for an " + c.kind + " model");
     return data::read_id_pairs(src, tgt, c.src_vocab_size, c.tgt_vocab_size);
@@ -45,7 +64,8 @@ Runner add_score_command(CLI::App& app, const GlobalOptions& global) {
   auto o = std::make_shared<Options>();
   cmd->add_option("--checkpoint", o->checkpoint, "normlab checkpoint")->required();
   cmd->add_option("--src-ids", o->src,
-                  "source sentences as token ids, one per line (an encoder-decoder's; required there)");
+                  "source sentences as token ids, one per line (an encoder-decoder's; an encoder-only model's "
+                  "masked inputs without <s>, whose --tgt-ids line holds the id to predict at each token or -100)");
   cmd->add_option("--tgt-ids", o->tgt,
                   "target sentences as token ids, one per line (decoder-only: each line read as </s> y "
                   "predicting y </s>)")
@@ -78,7 +98,8 @@ Runner add_score_command(CLI::App& app, const GlobalOptions& global) {
     const auto n = pairs.src.size();
     for (size_t begin = 0; begin < n; begin += static_cast<size_t>(o->batch_sentences)) {
       const auto end = std::min(n, begin + static_cast<size_t>(o->batch_sentences));
-      auto batch = data::make_batch(pairs.src, pairs.tgt, begin, end);
+      auto batch = c.kind == model::kEncoderOnly ? data::masked_batch(pairs.src, pairs.tgt, begin, end)
+                                                 : data::make_batch(pairs.src, pairs.tgt, begin, end);
       const auto sums = train::loss(net, batch, options).sums;
       if (grads) sums.loss.backward();
       loss += sums.loss.item<double>();

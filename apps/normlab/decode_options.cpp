@@ -49,10 +49,12 @@ std::optional<data::Vocab> checkpoint_own_vocab(const model::LoadedModel& loaded
 
 void check_vocab_size(const data::Vocab& vocab, const model::LoadedModel& loaded, const std::string& checkpoint) {
   const auto& c = loaded.model->config();
-  if (vocab.size() != c.src_vocab_size || vocab.size() != c.tgt_vocab_size)
+  const auto expected = model::model_vocab_size(c.kind, vocab.size());  // an encoder-only model's <mask> after it
+  if (expected != c.src_vocab_size || expected != c.tgt_vocab_size)
     throw std::invalid_argument("the vocabulary has " + std::to_string(vocab.size()) + " pieces but " + checkpoint +
                                 " was built for " + std::to_string(c.src_vocab_size) + " (source) and " +
-                                std::to_string(c.tgt_vocab_size) + " (target)");
+                                std::to_string(c.tgt_vocab_size) + " (target)" +
+                                (expected != vocab.size() ? " (with <mask> after the pieces)" : ""));
 }
 
 data::Vocab checkpoint_vocab(const model::LoadedModel& loaded, const std::string& checkpoint,

@@ -123,9 +123,10 @@ model::ModelConfig ModelOptions::resolve(bool vocab_from_data) const {
   override_with(decoder_layers_, sizes_.decoder_layers, c.decoder_layers);
   override_with(layers_opt_, layers_, c.encoder_layers);
   override_with(layers_opt_, layers_, c.decoder_layers);
-  // A model without an encoder takes the preset's and --layers' depth for its one stack; an
-  // explicit --encoder-layers is kept, for ModelConfig::problems() to refuse.
+  // A single-stack model takes the preset's and --layers' depth for its one stack; an explicit
+  // --encoder-layers (--decoder-layers) it has no use for is kept, for ModelConfig::problems() to refuse.
   if (!c.has_encoder() && encoder_layers_->count() == 0) c.encoder_layers = 0;
+  if (!c.has_decoder() && decoder_layers_->count() == 0) c.decoder_layers = 0;
   if (vocab_from_data) {
     c.src_vocab_size = c.tgt_vocab_size = kNumSpecialTokens + 1;  // any valid size, to validate the rest
   } else {

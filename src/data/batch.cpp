@@ -60,11 +60,41 @@ Batch block_batch(const std::vector<Sentence>& blocks, const std::vector<int64_t
   return batch;
 }
 
+// An encoder's blocks, src and target alike (data/masking.h then masks them).
+Batch masked_block_batch(const std::vector<Sentence>& blocks, const std::vector<int64_t>& indices) {
+  std::vector<Sentence> rows;
+  for (auto i : indices) rows.push_back(blocks.at(static_cast<size_t>(i)));
+  Batch batch;
+  batch.src = pad_rows(rows);
+  batch.prev_output_tokens = torch::empty({static_cast<int64_t>(rows.size()), 0}, torch::kInt64);
+  batch.target = batch.src.clone();
+  batch.target_tokens = batch.target.ne(kPad).sum().item<int64_t>();
+  return batch;
+}
+
 }  // namespace
+
+Batch masked_batch(const std::vector<Sentence>& inputs, const std::vector<Sentence>& targets, size_t begin,
+                   size_t end) {
+  std::vector<Sentence> in(inputs.begin() + static_cast<std::ptrdiff_t>(begin),
+                           inputs.begin() + static_cast<std::ptrdiff_t>(end));
+  std::vector<Sentence> out(targets.begin() + static_cast<std::ptrdiff_t>(begin),
+                            targets.begin() + static_cast<std::ptrdiff_t>(end));
+  for (size_t i = 0; i < in.size(); ++i)
+    TORCH_CHECK(in[i].size() == out[i].size(), "masked_batch: input ", begin + i, " has ", in[i].size(),
+                " tokens but its target ", out[i].size());
+  Batch batch;
+  batch.src = pad_rows(in);
+  batch.prev_output_tokens = torch::empty({static_cast<int64_t>(in.size()), 0}, torch::kInt64);
+  batch.target = pad_rows(out);
+  batch.target_tokens = batch.target.ne(kPad).sum().item<int64_t>();
+  return batch;
+}
 
 Batch gather_batch(const std::vector<Sentence>& src, const std::vector<Sentence>& tgt,
                    const std::vector<int64_t>& indices, Layout layout) {
   if (layout == Layout::kBlocks) return block_batch(tgt, indices);
+  if (layout == Layout::kMaskedBlocks) return masked_block_batch(src, indices);
   std::vector<Sentence> s, t;
   for (auto i : indices) {
     s.push_back(src.at(static_cast<size_t>(i)));

@@ -52,6 +52,11 @@ std::vector<int64_t> example_sizes(const std::vector<Sentence>& src, const std::
     for (const auto& block : tgt) sizes.push_back(std::max<int64_t>(static_cast<int64_t>(block.size()) - 1, 0));
     return sizes;
   }
+  if (layout == Layout::kMaskedBlocks) {
+    std::vector<int64_t> sizes;
+    for (const auto& block : src) sizes.push_back(static_cast<int64_t>(block.size()));
+    return sizes;
+  }
   if (src.size() != tgt.size())
     throw std::invalid_argument("example_sizes: " + std::to_string(src.size()) + " source but " +
                                 std::to_string(tgt.size()) + " target sentences");

@@ -11,7 +11,12 @@
 
 namespace normlab::data {
 
-std::vector<Sentence> read_id_file(const std::string& path, int64_t vocab_size) {
+namespace {
+
+constexpr int64_t kIgnoreLabel = -100;  // Hugging Face's ignore_index for masked-LM labels
+
+// read_id_file, and with `labels` -100 read as <pad>.
+std::vector<Sentence> read_ids(const std::string& path, int64_t vocab_size, bool labels) {
   std::error_code ec;  // an ifstream opens a directory, then throws mid-read
   if (std::filesystem::is_directory(path, ec)) throw std::runtime_error("cannot read " + path + ": it is a directory");
   std::ifstream in(path);
@@ -30,6 +35,10 @@ std::vector<Sentence> read_id_file(const std::string& path, int64_t vocab_size) 
       } catch (const std::exception&) {
         used = 0;
       }
+      if (labels && used == field.size() && id == kIgnoreLabel) {
+        ids.push_back(kPad);
+        continue;
+      }
       if (used != field.size() || id < 0)
         throw std::runtime_error(where + "expected non-negative integer token ids, found '" + field + "'");
       if (id == kBos || id == kPad || id == kEos)
@@ -44,6 +53,16 @@ std::vector<Sentence> read_id_file(const std::string& path, int64_t vocab_size) 
   }
   if (in.bad()) throw std::runtime_error("cannot read " + path + ": read error");
   return out;
+}
+
+}  // namespace
+
+std::vector<Sentence> read_id_file(const std::string& path, int64_t vocab_size) {
+  return read_ids(path, vocab_size, false);
+}
+
+std::vector<Sentence> read_label_file(const std::string& path, int64_t vocab_size) {
+  return read_ids(path, vocab_size, true);
 }
 
 SentencePairs read_id_pairs(const std::string& src_path, const std::string& tgt_path,

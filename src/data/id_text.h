@@ -11,6 +11,9 @@ namespace normlab::data {
 // Throws std::runtime_error naming file and line for unreadable files, non-integers, ids that
 // are special tokens (0-2) or >= vocab_size.
 std::vector<Sentence> read_id_file(const std::string& path, int64_t vocab_size);
+// The same for masked-LM labels: -100 (Hugging Face's ignore index) where nothing is predicted,
+// read as <pad>.
+std::vector<Sentence> read_label_file(const std::string& path, int64_t vocab_size);
 
 struct SentencePairs {
   std::vector<Sentence> src, tgt;

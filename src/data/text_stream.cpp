@@ -57,4 +57,22 @@ std::vector<Sentence> cut_blocks(const TextStream& stream, int64_t block_size) {
   return blocks;
 }
 
+std::vector<Sentence> cut_masked_blocks(const TextStream& stream, int64_t block_size) {
+  if (block_size < 2)
+    throw std::invalid_argument("--block-size must be at least 2 for a masked LM (<s> and a token), got " +
+                                std::to_string(block_size));
+  const int64_t text = block_size - 1;
+  const auto total = static_cast<int64_t>(stream.tokens.size());
+  if (total < text)
+    throw std::invalid_argument(stream.path + ": " + std::to_string(total) + " tokens, fewer than --block-size " +
+                                std::to_string(block_size) + " - 1 (one block after <s>)");
+  std::vector<Sentence> blocks;
+  for (int64_t start = 0; start + text <= total; start += text) {
+    Sentence block{kBos};
+    block.insert(block.end(), stream.tokens.begin() + start, stream.tokens.begin() + start + text);
+    blocks.push_back(std::move(block));
+  }
+  return blocks;
+}
+
 }  // namespace normlab::data

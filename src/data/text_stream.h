@@ -38,4 +38,11 @@ TextStream encode_text(const std::string& path, const Vocab& vocab);
 // has fewer than N + 1 tokens, or N < 1.
 std::vector<Sentence> cut_blocks(const TextStream& stream, int64_t block_size);
 
+// An encoder's blocks for masked-LM (RoBERTa's FULL-SENTENCES: contiguous text across line and
+// document boundaries, <s> first): <s> then block_size - 1 tokens, starting at 0, N-1, 2(N-1), ...
+// (N = block_size), so that every token is in exactly one block; the tokens after the last whole
+// block are left out. Throws std::invalid_argument naming the file and --block-size when the stream
+// has fewer than N - 1 tokens, or N < 2.
+std::vector<Sentence> cut_masked_blocks(const TextStream& stream, int64_t block_size);
+
 }  // namespace normlab::data

@@ -31,13 +31,14 @@ constexpr Names<ResidualForm, 4> kResidualNames{{{ResidualForm::kPlain, "plain"}
                                                  {ResidualForm::kAdmin, "admin"},
                                                  {ResidualForm::kReZero, "rezero"},
                                                  {ResidualForm::kDeepNorm, "deepnorm"}}};
-constexpr Names<InitMethod, 7> kInitNames{{{InitMethod::kXavier, "xavier"},
+constexpr Names<InitMethod, 8> kInitNames{{{InitMethod::kXavier, "xavier"},
                                            {InitMethod::kTFixup, "t-fixup"},
                                            {InitMethod::kAdminProfile, "admin-profile"},
                                            {InitMethod::kAdminClosedForm, "admin-closed-form"},
                                            {InitMethod::kReZero, "rezero"},
                                            {InitMethod::kDeepNorm, "deepnorm"},
-                                           {InitMethod::kGpt2, "gpt2"}}};
+                                           {InitMethod::kGpt2, "gpt2"},
+                                           {InitMethod::kBert, "bert"}}};
 constexpr Names<SharedEmbeddings, 3> kShareNames{{{SharedEmbeddings::kAll, "all"},
                                                   {SharedEmbeddings::kDecoder, "decoder"},
                                                   {SharedEmbeddings::kNone, "none"}}};
@@ -102,7 +103,7 @@ const std::array<Preset, 4> kPresets{{
 // parameter (omega, alpha) needs that parameter to exist; xavier leaves omega = 1, alpha = 1.
 std::vector<InitMethod> inits_for(ResidualForm r) {
   switch (r) {
-    case ResidualForm::kPlain: return {InitMethod::kXavier, InitMethod::kTFixup, InitMethod::kGpt2};
+    case ResidualForm::kPlain: return {InitMethod::kXavier, InitMethod::kTFixup, InitMethod::kGpt2, InitMethod::kBert};
     case ResidualForm::kAdmin:
       return {InitMethod::kAdminProfile, InitMethod::kAdminClosedForm, InitMethod::kXavier};
     case ResidualForm::kReZero: return {InitMethod::kReZero};
@@ -162,12 +163,20 @@ Activation parse_activation(const std::string& s, const std::string& option) {
 
 void apply_form(const std::string& name, ModelConfig& c) {
   if (name == "fairseq") return;
-  if (name != "gpt2") throw std::invalid_argument("--form: unknown value '" + name + "', expected fairseq|gpt2");
-  // GPT-2 (Radford et al. 2019; Hugging Face GPT2Model): wpe, gelu_new, wte unscaled.
+  if (name != "gpt2" && name != "bert")
+    throw std::invalid_argument("--form: unknown value '" + name + "', expected fairseq|gpt2|bert");
   c.positions = PositionEmbedding::kLearned;
-  c.activation = Activation::kGeluTanh;
   c.scale_embedding = false;
-  if (!c.has_encoder() && c.scheme.init == InitMethod::kXavier) c.scheme.init = InitMethod::kGpt2;
+  if (name == "gpt2") {  // GPT-2 (Radford et al. 2019; Hugging Face GPT2Model): wpe, gelu_new, wte unscaled.
+    c.activation = Activation::kGeluTanh;
+    if (c.kind == kDecoderOnly && c.scheme.init == InitMethod::kXavier) c.scheme.init = InitMethod::kGpt2;
+    return;
+  }
+  // BERT (Devlin et al. 2019; Hugging Face BertEmbeddings): LayerNorm(word + position + token type), gelu.
+  c.activation = Activation::kGelu;
+  c.embedding_norm = true;
+  c.segment_types = 2;
+  if (c.kind == kEncoderOnly && c.scheme.init == InitMethod::kXavier) c.scheme.init = InitMethod::kBert;
 }
 
 SchemeSettings SchemeOverrides::apply(SchemeSettings s) const {
@@ -282,11 +291,14 @@ std::string gib(double bytes) {
 
 }  // namespace
 
+int64_t model_vocab_size(const std::string& kind, int64_t pieces) { return kind == kEncoderOnly ? pieces + 1 : pieces; }
+
 double parameter_estimate(const ModelConfig& c) {
   const double C = static_cast<double>(c.d_model), F = static_cast<double>(c.ffn_dim);
-  const double embeddings = C * static_cast<double>((c.has_encoder() ? c.src_vocab_size : 0) + c.tgt_vocab_size);
+  const double embeddings =
+      C * static_cast<double>((c.has_encoder() ? c.src_vocab_size : 0) + (c.has_decoder() ? c.tgt_vocab_size : 0));
   const double encoder_layer = 4 * C * C + 2 * C * F;
-  const double decoder_layer = (c.has_encoder() ? 8 : 4) * C * C + 2 * C * F;
+  const double decoder_layer = (c.single_stack() ? 4 : 8) * C * C + 2 * C * F;
   return embeddings + static_cast<double>(c.encoder_layers) * encoder_layer +
          static_cast<double>(c.decoder_layers) * decoder_layer;
 }
@@ -299,12 +311,14 @@ std::vector<std::string> ModelConfig::problems() const {
   positive(d_model, "--d-model");
   positive(ffn_dim, "--ffn-dim");
   positive(heads, "--heads");
-  if (has_encoder())
-    positive(encoder_layers, "--encoder-layers");
-  else if (encoder_layers != 0)
+  if (!has_encoder() && encoder_layers != 0)
     out.push_back("--encoder-layers: a " + kind + " model has no encoder, got " + std::to_string(encoder_layers) +
                   " (its layers are --decoder-layers or --layers)");
-  positive(decoder_layers, has_encoder() ? "--decoder-layers" : "--decoder-layers (or --layers)");
+  else if (!has_decoder() && decoder_layers != 0)
+    out.push_back("--decoder-layers: an " + kind + " model has no decoder, got " + std::to_string(decoder_layers) +
+                  " (its layers are --encoder-layers or --layers)");
+  if (has_encoder()) positive(encoder_layers, single_stack() ? "--encoder-layers (or --layers)" : "--encoder-layers");
+  if (has_decoder()) positive(decoder_layers, single_stack() ? "--decoder-layers (or --layers)" : "--decoder-layers");
   positive(max_positions, "--max-positions");
   if (d_model > 0 && heads > 0 && d_model % heads != 0)
     out.push_back("--d-model " + std::to_string(d_model) + " is not divisible by --heads " +
@@ -334,11 +348,19 @@ std::vector<std::string> ModelConfig::problems() const {
                     " and " + std::to_string(tgt_vocab_size) + ") need " + gib(bytes) +
                     " GiB in fp32, more than this machine's " + gib(memory) + " GiB of memory");
   }
-  if (scheme.init == InitMethod::kGpt2 && has_encoder())
+  if (scheme.init == InitMethod::kGpt2 && kind != kDecoderOnly)
     out.push_back("--init gpt2 is GPT-2's initialisation of a single stack: it needs --model-kind decoder-only");
-  if (!has_encoder() && share == SharedEmbeddings::kAll)
-    out.push_back("--share all: a " + kind + " model has one token table; --share decoder ties it to the " +
-                  "output projection, --share none does not");
+  if (scheme.init == InitMethod::kBert && kind != kEncoderOnly)
+    out.push_back("--init bert is BERT's initialisation of an encoder: it needs --model-kind encoder-only");
+  if (segment_types < 0 || segment_types > 2)
+    out.push_back("segment types must be 0 or up to 2 (BERT's sentence A and B), got " + std::to_string(segment_types));
+  if (kind == kEncoderOnly && src_vocab_size != tgt_vocab_size)
+    out.push_back("an " + kind + " model has one vocabulary, but source has " + std::to_string(src_vocab_size) +
+                  " and target " + std::to_string(tgt_vocab_size) + " entries");
+  if (single_stack() && share == SharedEmbeddings::kAll)
+    out.push_back("--share all: " + std::string(kind == kEncoderOnly ? "an " : "a ") + kind +
+                  " model has one token table; --share decoder ties it to the output projection, --share none " +
+                  "does not");
   if (share == SharedEmbeddings::kAll && src_vocab_size != tgt_vocab_size)
     out.push_back("--share all needs one joint vocabulary, but source has " +
                   std::to_string(src_vocab_size) + " and target " +
@@ -391,6 +413,8 @@ void to_json(nlohmann::json& j, const ModelConfig& c) {
   if (c.positions != PositionEmbedding::kSinusoidal) j["positions"] = to_string(c.positions);
   if (c.activation != Activation::kRelu) j["activation"] = to_string(c.activation);
   if (!c.scale_embedding) j["scale_embedding"] = false;
+  if (c.embedding_norm) j["embedding_norm"] = true;
+  if (c.segment_types != 0) j["segment_types"] = c.segment_types;
 }
 
 void from_json(const nlohmann::json& j, ModelConfig& c) {
@@ -421,6 +445,8 @@ void from_json(const nlohmann::json& j, ModelConfig& c) {
   c.positions = parse_position_embedding(j.value("positions", std::string("sinusoidal")), "positions");
   c.activation = parse_activation(j.value("activation", std::string("relu")), "activation");
   c.scale_embedding = j.value("scale_embedding", true);
+  c.embedding_norm = j.value("embedding_norm", false);
+  c.segment_types = j.value("segment_types", int64_t{0});
 }
 
 }  // namespace normlab::model

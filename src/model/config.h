@@ -21,8 +21,9 @@ enum class NormKind { kLayerNorm, kRMSNorm, kDyT };
 enum class ResidualForm { kPlain, kAdmin, kReZero, kDeepNorm };
 // How parameters are initialised. kGpt2: GPT-2's (Radford et al. 2019; Hugging Face
 // GPT2PreTrainedModel._init_weights, nanoGPT): every matrix and table N(0, 0.02), the residual
-// branches' last projections N(0, 0.02 / sqrt(2 N)), biases 0.
-enum class InitMethod { kXavier, kTFixup, kAdminProfile, kAdminClosedForm, kReZero, kDeepNorm, kGpt2 };
+// branches' last projections N(0, 0.02 / sqrt(2 N)), biases 0. kBert: BERT's (Devlin et al. 2019;
+// Hugging Face BertPreTrainedModel._init_weights): every matrix and table N(0, 0.02), biases 0.
+enum class InitMethod { kXavier, kTFixup, kAdminProfile, kAdminClosedForm, kReZero, kDeepNorm, kGpt2, kBert };
 // Which embedding tables are one parameter.
 enum class SharedEmbeddings { kAll, kDecoder, kNone };
 // How token tables and an unshared output projection are initialised: N(0, C^-1/2) (fairseq,
@@ -83,6 +84,9 @@ inline constexpr const char* kEncoderDecoder = "encoder-decoder";
 // A single causal stack over one vocabulary (fairseq's transformer_lm; model/decoder_only.h): it
 // has decoder layers without encoder attention, and no encoder (encoder_layers 0).
 inline constexpr const char* kDecoderOnly = "decoder-only";
+// A single bidirectional stack with a masked-LM head (BERT, fairseq's RoBERTa; model/encoder_only.h):
+// encoder layers only (decoder_layers 0), one vocabulary whose last id is <mask>.
+inline constexpr const char* kEncoderOnly = "encoder-only";
 
 struct ModelConfig {
   std::string kind = kEncoderDecoder;  // the model kind's registered name (model.h)
@@ -104,16 +108,31 @@ struct ModelConfig {
   PositionEmbedding positions = PositionEmbedding::kSinusoidal;
   Activation activation = Activation::kRelu;
   bool scale_embedding = true;  // tokens x sqrt(C) (fairseq; its --no-scale-embedding turns it off)
+  // BERT's embedding: a norm on the sum of token, position and segment vectors before dropout
+  // (fairseq's layernorm_embedding), and a table of segment (token type) vectors: 0 none, 2 BERT's.
+  bool embedding_norm = false;
+  int64_t segment_types = 0;
   SchemeSettings scheme;
   double rezero_alpha_init = 0.0; // ReZero's alpha at init (0 in the paper; tests set others)
 
   // Every problem at once, one message each (empty when valid).
   std::vector<std::string> problems() const;
-  // Whether the kind has an encoder: its decoder layers then attend to the encoder's output.
+  // Whether the kind has an encoder (an encoder-decoder's decoder layers attend to its output).
   bool has_encoder() const { return kind != kDecoderOnly; }
+  bool has_decoder() const { return kind != kEncoderOnly; }
+  // One stack of layers (decoder-only, encoder-only): the single-stack scheme constants and running text.
+  bool single_stack() const { return kind != kEncoderDecoder; }
+  // The layers of the one stack of a single-stack kind.
+  int64_t stack_layers() const { return has_encoder() ? encoder_layers : decoder_layers; }
   // Throws std::invalid_argument joining problems() when there are any.
   void validate() const;
 };
+
+// The model's vocabulary for a SentencePiece vocabulary of `pieces` entries: the same, plus the
+// <mask> token at its end for an encoder-only model (fairseq's RoBERTa adds it last).
+int64_t model_vocab_size(const std::string& kind, int64_t pieces);
+// An encoder-only model's <mask> id: the last of its vocabulary.
+inline int64_t mask_token(const ModelConfig& c) { return c.src_vocab_size - 1; }
 
 // The weight matrices' and token tables' entries of a model of `c` (norms and biases
 // left out), in double so that absurd sizes do not overflow. ModelConfig::problems() refuses a
@@ -139,8 +158,10 @@ SharedEmbeddings parse_shared_embeddings(const std::string& s,
 EmbeddingInit parse_embedding_init(const std::string& s, const std::string& option = "--embed-init");
 PositionEmbedding parse_position_embedding(const std::string& s, const std::string& option = "--positions");
 Activation parse_activation(const std::string& s, const std::string& option = "--activation");
-// The forms `--form` names: "fairseq" (the defaults) and "gpt2" (learned positions, GELU-tanh,
-// no embedding scale; a decoder-only model gets GPT-2's init where the scheme's own is xavier).
+// The forms `--form` names: "fairseq" (the defaults), "gpt2" (learned positions, GELU-tanh, no
+// embedding scale; a decoder-only model gets GPT-2's init where the scheme's own is xavier) and
+// "bert" (learned positions, GELU, no embedding scale, a norm on the embedding, 2 segment types;
+// BERT's init where the scheme's own is xavier).
 // Throws naming the choices. Call after the kind and the scheme are set.
 void apply_form(const std::string& name, ModelConfig& config);
 

@@ -68,6 +68,62 @@ Named gpt2_tensors(const Model& model) {
   return out;
 }
 
+// Parameter names of transformers' BertForMaskedLM (modeling_bert.py), from normlab's encoder-only
+// model in BERT's form.
+Named bert_tensors(const Model& model) {
+  const auto& c = model->config();
+  const auto p = named_parameters(model);
+  const auto at = [&](const std::string& name) { return p.at(name); };
+  Named out;
+  const auto pair = [&](const std::string& theirs, const std::string& ours) {
+    out.emplace_back(theirs + ".weight", at(ours + ".weight"));
+    out.emplace_back(theirs + ".bias", at(ours + ".bias"));
+  };
+  out.emplace_back("bert.embeddings.word_embeddings.weight", at("encoder.embed_tokens.weight"));
+  out.emplace_back("bert.embeddings.position_embeddings.weight", at("encoder.embed_positions.weight"));
+  out.emplace_back("bert.embeddings.token_type_embeddings.weight", at("encoder.segment_embeddings.weight"));
+  pair("bert.embeddings.LayerNorm", "encoder.layernorm_embedding");
+  for (int64_t i = 0; i < c.encoder_layers; ++i) {
+    const std::string ours = "encoder.layers." + std::to_string(i) + ".",
+                      theirs = "bert.encoder.layer." + std::to_string(i) + ".";
+    pair(theirs + "attention.self.query", ours + "self_attn.q_proj");
+    pair(theirs + "attention.self.key", ours + "self_attn.k_proj");
+    pair(theirs + "attention.self.value", ours + "self_attn.v_proj");
+    pair(theirs + "attention.output.dense", ours + "self_attn.out_proj");
+    pair(theirs + "attention.output.LayerNorm", ours + "self_attn_layer_norm");
+    pair(theirs + "intermediate.dense", ours + "fc1");
+    pair(theirs + "output.dense", ours + "fc2");
+    pair(theirs + "output.LayerNorm", ours + "final_layer_norm");
+  }
+  pair("cls.predictions.transform.dense", "lm_head.dense");
+  pair("cls.predictions.transform.LayerNorm", "lm_head.layer_norm");
+  out.emplace_back("cls.predictions.bias", at("lm_head.bias"));
+  out.emplace_back("cls.predictions.decoder.bias", at("lm_head.bias"));  // transformers ties the two
+  // Tied (--share decoder): transformers ties the decoder to word_embeddings and stores that alone.
+  if (c.share == SharedEmbeddings::kNone) out.emplace_back("cls.predictions.decoder.weight", at("lm_head.weight"));
+  return out;
+}
+
+nlohmann::json bert_config(const ModelConfig& c) {
+  return {{"architectures", {"BertForMaskedLM"}},
+          {"model_type", "bert"},
+          {"vocab_size", c.src_vocab_size},
+          {"hidden_size", c.d_model},
+          {"num_hidden_layers", c.encoder_layers},
+          {"num_attention_heads", c.heads},
+          {"intermediate_size", c.ffn_dim},
+          {"hidden_act", hf_activation(c.activation)},
+          {"hidden_dropout_prob", c.dropout},
+          {"attention_probs_dropout_prob", c.attention_dropout},
+          {"max_position_embeddings", c.max_positions},
+          {"type_vocab_size", c.segment_types},
+          {"layer_norm_eps", kNormEps},
+          {"initializer_range", 0.02},
+          {"tie_word_embeddings", c.share != SharedEmbeddings::kNone},
+          {"pad_token_id", kPad},
+          {"torch_dtype", "float32"}};
+}
+
 nlohmann::json gpt2_config(const ModelConfig& c) {
   return {{"architectures", {"GPT2LMHeadModel"}},
           {"model_type", "gpt2"},
@@ -116,32 +172,53 @@ void write_safetensors(const std::string& path, const Named& tensors) {
   });
 }
 
-}  // namespace
-
-std::vector<std::string> hf_gpt2_problems(const ModelConfig& c) {
+// What GPT-2 and BERT share: a plain residual, LayerNorm, no QK-norm or LayerNorm scaling, tokens
+// unscaled; `placement` theirs (GPT-2 pre, BERT post).
+std::vector<std::string> hf_common_problems(const ModelConfig& c, NormPlacement placement, const std::string& arch,
+                                            const std::string& form) {
   std::vector<std::string> p;
   const auto& s = c.scheme;
-  if (c.has_encoder()) p.push_back("an " + c.kind + " model (GPT-2 is decoder-only)");
-  if (s.norm != NormPlacement::kPre) p.push_back("norm placement " + to_string(s.norm) + " (GPT-2 is pre)");
-  if (s.norm_kind != NormKind::kLayerNorm) p.push_back("norm kind " + to_string(s.norm_kind) + " (GPT-2's is layernorm)");
-  if (s.residual != ResidualForm::kPlain) p.push_back("residual " + to_string(s.residual) + " (GPT-2's is plain)");
-  if (s.qk_norm) p.push_back("QK-norm (GPT-2 has none)");
-  if (s.ln_scaling) p.push_back("LayerNorm scaling (GPT-2 has none)");
-  if (c.scale_embedding) p.push_back("token embeddings scaled by sqrt(C) (GPT-2 does not; --form gpt2 or --no-scale-embedding)");
+  if (s.norm != placement)
+    p.push_back("norm placement " + to_string(s.norm) + " (" + arch + " is " + to_string(placement) + ")");
+  if (s.norm_kind != NormKind::kLayerNorm) p.push_back("norm kind " + to_string(s.norm_kind) + " (" + arch + "'s is layernorm)");
+  if (s.residual != ResidualForm::kPlain) p.push_back("residual " + to_string(s.residual) + " (" + arch + "'s is plain)");
+  if (s.qk_norm) p.push_back("QK-norm (" + arch + " has none)");
+  if (s.ln_scaling) p.push_back("LayerNorm scaling (" + arch + " has none)");
+  if (c.scale_embedding)
+    p.push_back("token embeddings scaled by sqrt(C) (" + arch + " does not; --form " + form + " or --no-scale-embedding)");
   return p;
 }
 
-void export_hf_gpt2(const Model& model, const std::string& dir) {
+}  // namespace
+
+std::vector<std::string> hf_gpt2_problems(const ModelConfig& c) {
+  auto p = hf_common_problems(c, NormPlacement::kPre, "GPT-2", "gpt2");
+  if (c.kind != kDecoderOnly) p.insert(p.begin(), "an " + c.kind + " model (GPT-2 is decoder-only)");
+  return p;
+}
+
+std::vector<std::string> hf_bert_problems(const ModelConfig& c) {
+  auto p = hf_common_problems(c, NormPlacement::kPost, "BERT", "bert");
+  if (c.kind != kEncoderOnly) p.insert(p.begin(), "an " + c.kind + " model (BERT is encoder-only)");
+  if (c.positions != PositionEmbedding::kLearned) p.push_back("sinusoidal positions (BERT learns them; --form bert)");
+  if (c.segment_types == 0) p.push_back("no segment table (BERT has token types; --form bert)");
+  if (!c.embedding_norm) p.push_back("no norm on the embedding (BERT's embeddings.LayerNorm; --form bert)");
+  return p;
+}
+
+void export_hf(const Model& model, const std::string& dir) {
   const auto& c = model->config();
-  const auto problems = hf_gpt2_problems(c);
+  const bool bert = c.kind == kEncoderOnly;
+  const auto problems = bert ? hf_bert_problems(c) : hf_gpt2_problems(c);
+  const std::string arch = bert ? "BERT" : "GPT-2";
   if (!problems.empty()) {
     std::string joined;
     for (const auto& q : problems) joined += (joined.empty() ? "" : "; ") + q;
-    throw std::invalid_argument("--format hf writes transformers' GPT-2, which cannot hold this model: " + joined);
+    throw std::invalid_argument("--format hf writes transformers' " + arch + ", which cannot hold this model: " + joined);
   }
   std::filesystem::create_directories(dir);
-  write_safetensors(dir + "/model.safetensors", gpt2_tensors(model));
-  core::write_file_atomic(dir + "/config.json", gpt2_config(c).dump(2) + "\n");
+  write_safetensors(dir + "/model.safetensors", bert ? bert_tensors(model) : gpt2_tensors(model));
+  core::write_file_atomic(dir + "/config.json", (bert ? bert_config(c) : gpt2_config(c)).dump(2) + "\n");
 }
 
 }  // namespace normlab::model

@@ -1,6 +1,7 @@
-// `normlab export --format hf`: a decoder-only model as a Hugging Face transformers GPT-2
-// (docs/conventions.md, "Hugging Face"): DIR/config.json and DIR/model.safetensors, which
-// GPT2LMHeadModel.from_pretrained(DIR) loads as they are and which give normlab's logits.
+// `normlab export --format hf`: a decoder-only model as a Hugging Face transformers GPT-2, an
+// encoder-only model as a BERT (docs/conventions.md, "Hugging Face"): DIR/config.json and
+// DIR/model.safetensors, which GPT2LMHeadModel / BertForMaskedLM.from_pretrained(DIR) load as
+// they are and which give normlab's logits.
 #pragma once
 
 #include <string>
@@ -16,8 +17,14 @@ namespace normlab::model {
 // (then learnable) wpe table; the activation as GPT2Config's activation_function.
 std::vector<std::string> hf_gpt2_problems(const ModelConfig& config);
 
-// Writes DIR/config.json and DIR/model.safetensors (float32), each atomically; DIR is created.
-// Throws std::invalid_argument joining hf_gpt2_problems() when there are any.
-void export_hf_gpt2(const Model& model, const std::string& dir);
+// The same for BertForMaskedLM: an encoder-only Post-LN model in BERT's form (learned positions,
+// a segment table, a norm on the embedding) with LayerNorm, a plain residual, no QK-norm or
+// LayerNorm scaling, tokens unscaled.
+std::vector<std::string> hf_bert_problems(const ModelConfig& config);
+
+// Writes DIR/config.json and DIR/model.safetensors (float32), each atomically; DIR is created:
+// BERT for an encoder-only model, else GPT-2. Throws std::invalid_argument joining that
+// architecture's problems when there are any.
+void export_hf(const Model& model, const std::string& dir);
 
 }  // namespace normlab::model

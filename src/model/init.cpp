@@ -53,10 +53,19 @@ void fill_omegas(const std::vector<const ResidualBlock*>& blocks, double omega) 
     if (b->omega().defined()) b->omega().fill_(omega);
 }
 
-// Learned positions (fairseq's LearnedPositionalEmbedding: N(0, C^-1/2); GPT-2's wpe: N(0, 0.02)).
+// GPT-2's and BERT's initialisations draw every matrix and table from N(0, 0.02).
+bool normal_002(const ModelConfig& c) { return c.scheme.init == InitMethod::kGpt2 || c.scheme.init == InitMethod::kBert; }
+
+void normal_linear(const torch::nn::Linear& linear, double std) {
+  init::normal_(linear->weight, 0.0, std);
+  if (linear->bias.defined()) init::zeros_(linear->bias);
+}
+
+// Learned positions (fairseq's LearnedPositionalEmbedding: N(0, C^-1/2); GPT-2's wpe and BERT's
+// position embeddings: N(0, 0.02)). Segment tables the same way.
 void init_positions(const torch::nn::Embedding& positions, const ModelConfig& c) {
   if (!positions) return;
-  if (c.scheme.init == InitMethod::kGpt2)
+  if (normal_002(c))
     init::normal_(positions->weight, 0.0, kGpt2Std);
   else
     init_embedding(positions->weight, false, c.embed_init);
@@ -68,21 +77,33 @@ void init_positions(const torch::nn::Embedding& positions, const ModelConfig& c)
 // fc2) N(0, 0.02 / sqrt(2 n_layer)), "to account for the accumulation on the residual path".
 void init_decoder_gpt2(Decoder& dec, const ModelConfig& c) {
   const double branch_std = kGpt2Std / std::sqrt(2.0 * static_cast<double>(c.decoder_layers));
-  const auto normal = [](const torch::nn::Linear& linear, double std) {
-    init::normal_(linear->weight, 0.0, std);
-    if (linear->bias.defined()) init::zeros_(linear->bias);
-  };
   for (const auto& m : *dec->layers) {
     auto* layer = m->as<DecoderLayerImpl>();
     auto& attn = layer->self_attn;
-    for (const auto* linear : {&attn->q_proj, &attn->k_proj, &attn->v_proj}) normal(*linear, kGpt2Std);
-    normal(attn->out_proj, branch_std);
-    normal(layer->fc1, kGpt2Std);
-    normal(layer->fc2, branch_std);
+    for (const auto* linear : {&attn->q_proj, &attn->k_proj, &attn->v_proj}) normal_linear(*linear, kGpt2Std);
+    normal_linear(attn->out_proj, branch_std);
+    normal_linear(layer->fc1, kGpt2Std);
+    normal_linear(layer->fc2, branch_std);
   }
   init::normal_(dec->embed_tokens->weight, 0.0, kGpt2Std);
   dec->embed_tokens->weight[kPad].zero_();  // normlab's padding row (GPT-2 has no padding token)
   if (dec->output_projection) init::normal_(dec->output_projection->weight, 0.0, kGpt2Std);
+}
+
+// BERT's initialisation (Hugging Face BertPreTrainedModel._init_weights): every Linear N(0, 0.02)
+// with zero bias, every table N(0, 0.02) with a zero padding row; norms at 1 and 0.
+void init_encoder_bert(Encoder& enc, const ModelConfig& c) {
+  for (const auto& m : *enc->layers) {
+    auto* layer = m->as<EncoderLayerImpl>();
+    auto& attn = layer->self_attn;
+    for (const auto* linear : {&attn->q_proj, &attn->k_proj, &attn->v_proj, &attn->out_proj})
+      normal_linear(*linear, kGpt2Std);
+    normal_linear(layer->fc1, kGpt2Std);
+    normal_linear(layer->fc2, kGpt2Std);
+  }
+  init::normal_(enc->embed_tokens->weight, 0.0, kGpt2Std);
+  enc->embed_tokens->weight[kPad].zero_();
+  init_positions(enc->embed_positions, c);
 }
 
 void init_encoder(Encoder& enc, const ModelConfig& c) {
@@ -205,6 +226,32 @@ void init_decoder_only(DecoderOnlyImpl& model, const data::Batch* profile) {
     }
   }
   if (c.scheme.init == InitMethod::kAdminProfile) run_admin_profile(model, {model.decoder->admin_profile.get()}, *profile);
+}
+
+void init_encoder_only(EncoderOnlyImpl& model, const data::Batch* profile) {
+  const auto& c = model.config();
+  check_profile(c, profile);
+  {
+    torch::NoGradGuard no_grad;
+    if (c.scheme.init == InitMethod::kBert)
+      init_encoder_bert(model.encoder, c);
+    else
+      init_encoder(model.encoder, c);
+    init_positions(model.encoder->segment_embeddings, c);  // segments as learned positions
+    auto& head = *model.lm_head;
+    if (normal_002(c))
+      normal_linear(head.dense, kGpt2Std);
+    else
+      xavier(head.dense, 1.0);
+    if (head.weight.defined()) {  // --share none: an output projection of its own
+      if (normal_002(c))
+        init::normal_(head.weight, 0.0, kGpt2Std);
+      else
+        init_embedding(head.weight, false, c.embed_init);
+    }
+    head.bias.zero_();
+  }
+  if (c.scheme.init == InitMethod::kAdminProfile) run_admin_profile(model, {model.encoder->admin_profile.get()}, *profile);
 }
 
 void profile_admin(Seq2SeqImpl& model, const data::Batch& batch) {

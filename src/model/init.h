@@ -7,6 +7,7 @@
 
 #include "data/batch.h"
 #include "model/decoder_only.h"
+#include "model/encoder_only.h"
 #include "model/seq2seq.h"
 
 namespace normlab::model {
@@ -18,6 +19,11 @@ void init_encoder_decoder(Seq2SeqImpl& model, const data::Batch* profile);
 // The decoder-only model's init_parameters(): its one stack as the encoder-decoder's decoder is
 // initialised, with the single-stack constants of scheme_constants.h (stack_constants).
 void init_decoder_only(DecoderOnlyImpl& model, const data::Batch* profile);
+
+// The encoder-only model's init_parameters(): its encoder as the encoder-decoder's with the
+// single-stack constants (or BERT's init), segment vectors as learned positions, the LM head's
+// dense layer Xavier (N(0, 0.02) under BERT's and GPT-2's inits), its bias 0.
+void init_encoder_only(EncoderOnlyImpl& model, const data::Batch* profile);
 
 // Admin profiling alone (REFERENCE §1): one training-mode forward on `batch` (its src and
 // prev_output_tokens) that sets every omega.

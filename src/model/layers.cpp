@@ -28,12 +28,7 @@ Norm final_layer_norm(torch::nn::Module& stack, const ModelConfig& config) {
 // fc2(dropout(act(fc1(x)))); ReLU in the product's epilogue (model/linear.h).
 torch::Tensor feed_forward(torch::nn::Linear& fc1, torch::nn::Linear& fc2, const torch::Tensor& x,
                            Activation activation, double activation_dropout, bool training) {
-  torch::Tensor h;
-  switch (activation) {
-    case Activation::kRelu: h = linear_relu(fc1, x); break;
-    case Activation::kGelu: h = torch::gelu(linear(fc1, x)); break;
-    case Activation::kGeluTanh: h = torch::gelu(linear(fc1, x), "tanh"); break;
-  }
+  auto h = activation == Activation::kRelu ? linear_relu(fc1, x) : activate(linear(fc1, x), activation);
   return linear(fc2, model::dropout(h, activation_dropout, training));
 }
 
@@ -82,7 +77,7 @@ DecoderLayerImpl::DecoderLayerImpl(const ModelConfig& c, BlockContext context)
                                                               query_key_norm(c)));
   rezero_alpha = context.rezero_alpha = register_rezero_alpha(*this, c);
   self_attn_block = ResidualBlock(*this, "self_attn", c, context);
-  if (c.has_encoder()) {  // fairseq's no_encoder_attn otherwise (transformer_lm)
+  if (!c.single_stack()) {  // fairseq's no_encoder_attn otherwise (transformer_lm)
     encoder_attn = register_module(
         "encoder_attn", MultiheadAttention(c.d_model, c.heads, c.attention_dropout, query_key_norm(c)));
     encoder_attn_block = ResidualBlock(*this, "encoder_attn", c, context);
@@ -123,6 +118,15 @@ torch::Tensor DecoderLayerImpl::forward_step(const torch::Tensor& x, DecoderCach
       train);
 }
 
+torch::Tensor activate(const torch::Tensor& x, Activation a) {
+  switch (a) {
+    case Activation::kRelu: return torch::relu(x);
+    case Activation::kGelu: return torch::gelu(x);
+    case Activation::kGeluTanh: return torch::gelu(x, "tanh");
+  }
+  return x;
+}
+
 torch::Tensor sinusoidal_table(int64_t d_model, int64_t rows) {
   // REFERENCE §1: half = C/2, freq_i = exp(-i ln(10000)/(half-1)), [sin | cos].
   const int64_t half = d_model / 2;
@@ -147,6 +151,15 @@ torch::nn::Embedding TokenEmbedding::register_positions(torch::nn::Module& modul
 
 torch::Tensor TokenEmbedding::forward(torch::nn::Embedding& table, const torch::nn::Embedding& learned,
                                       const torch::Tensor& tokens, bool training, int64_t first) const {
+  return dropout(embed(table, learned, tokens, first), training);
+}
+
+torch::Tensor TokenEmbedding::dropout(const torch::Tensor& x, bool training) const {
+  return model::dropout(x, dropout_, training);
+}
+
+torch::Tensor TokenEmbedding::embed(torch::nn::Embedding& table, const torch::nn::Embedding& learned,
+                                    const torch::Tensor& tokens, int64_t first) const {
   const int64_t L = tokens.size(1), end = first + L;
   TORCH_CHECK(end <= max_positions_, "sentence of ", end, " tokens exceeds --max-positions ", max_positions_);
   auto weight = table->weight;
@@ -154,8 +167,7 @@ torch::Tensor TokenEmbedding::forward(torch::nn::Embedding& table, const torch::
                      : positions_.slice(0, kPositionOffset + first, kPositionOffset + end)
                            .to(weight.device(), weight.scalar_type());  // (L,C)
   // fairseq gives padding tokens the zero position vector (their token row is zero too).
-  auto x = table(tokens) * scale_ + pos.unsqueeze(0) * tokens.ne(kPad).unsqueeze(-1).to(weight.scalar_type());
-  return model::dropout(x, dropout_, training);
+  return table(tokens) * scale_ + pos.unsqueeze(0) * tokens.ne(kPad).unsqueeze(-1).to(weight.scalar_type());
 }
 
 EncoderImpl::EncoderImpl(const ModelConfig& c)
@@ -163,15 +175,25 @@ EncoderImpl::EncoderImpl(const ModelConfig& c)
   embed_tokens = register_module(
       "embed_tokens", torch::nn::Embedding(torch::nn::EmbeddingOptions(c.src_vocab_size, c.d_model)));
   embed_positions = TokenEmbedding::register_positions(*this, c);
+  if (c.segment_types > 0)
+    segment_embeddings = register_module(
+        "segment_embeddings", torch::nn::Embedding(torch::nn::EmbeddingOptions(c.segment_types, c.d_model)));
+  if (c.embedding_norm) layernorm_embedding = register_module("layernorm_embedding", Norm(c.scheme.norm_kind, c.d_model));
   layers = register_module("layers", torch::nn::ModuleList());
   for (int64_t i = 0; i < c.encoder_layers; ++i)
     layers->push_back(EncoderLayer(c, layer_context(c, false, i, admin_profile)));
   layer_norm = final_layer_norm(*this, c);
 }
 
-EncoderOut EncoderImpl::forward(const torch::Tensor& src) {
+EncoderOut EncoderImpl::forward(const torch::Tensor& src, const torch::Tensor& segments) {
   auto padding_mask = src.eq(kPad);
-  auto x = embedding_.forward(embed_tokens, embed_positions, src, is_training());
+  // fairseq's forward_embedding (and BERT's): tokens + positions (+ segments), the norm, dropout.
+  auto x = embedding_.embed(embed_tokens, embed_positions, src);
+  if (segment_embeddings)
+    x = x + (segments.defined() ? segment_embeddings(segments.to(src.device()))
+                                : segment_embeddings->weight[0].view({1, 1, -1}));
+  if (layernorm_embedding) x = layernorm_embedding(x);
+  x = embedding_.dropout(x, is_training());
   for (const auto& layer : *layers) x = layer->as<EncoderLayerImpl>()->forward(x, padding_mask);
   if (layer_norm) x = layer_norm(x);
   return {x, padding_mask};

@@ -35,8 +35,8 @@ class EncoderLayerImpl : public torch::nn::Module {
 };
 TORCH_MODULE(EncoderLayer);
 
-// A decoder layer; without encoder attention (encoder_attn null) when the model has no encoder
-// (ModelConfig::has_encoder()).
+// A decoder layer; without encoder attention (encoder_attn null) in a single-stack model
+// (ModelConfig::single_stack()).
 class DecoderLayerImpl : public torch::nn::Module {
  public:
   DecoderLayerImpl(const ModelConfig& config, BlockContext context);
@@ -59,6 +59,9 @@ class DecoderLayerImpl : public torch::nn::Module {
 };
 TORCH_MODULE(DecoderLayer);
 
+// The feed-forward activation `a` of x (ReLU, GELU, GELU-tanh).
+torch::Tensor activate(const torch::Tensor& x, Activation a);
+
 // fairseq's sinusoidal position table (REFERENCE §1) for positions 0..rows-1 (the token at
 // index t reads row t + kPositionOffset), float64 (rows, C).
 torch::Tensor sinusoidal_table(int64_t d_model, int64_t rows);
@@ -74,6 +77,10 @@ class TokenEmbedding {
   // tokens (B,L) at positions first, first+1, ... -> (B,L,C); `learned`: register_positions'.
   torch::Tensor forward(torch::nn::Embedding& table, const torch::nn::Embedding& learned, const torch::Tensor& tokens,
                         bool training, int64_t first = 0) const;
+  // The same before dropout, for an embedding that adds more (the encoder's segments and norm).
+  torch::Tensor embed(torch::nn::Embedding& table, const torch::nn::Embedding& learned, const torch::Tensor& tokens,
+                      int64_t first = 0) const;
+  torch::Tensor dropout(const torch::Tensor& x, bool training) const;
 
  private:
   double scale_;
@@ -90,10 +97,14 @@ struct EncoderOut {
 class EncoderImpl : public torch::nn::Module {
  public:
   explicit EncoderImpl(const ModelConfig& config);
-  EncoderOut forward(const torch::Tensor& src);  // src (B,S) token ids
+  // src (B,S) token ids; segments (B,S) their segment ids (ModelConfig::segment_types; undefined:
+  // segment 0 everywhere).
+  EncoderOut forward(const torch::Tensor& src, const torch::Tensor& segments = {});
 
   torch::nn::Embedding embed_tokens{nullptr};
-  torch::nn::Embedding embed_positions{nullptr};  // learned positions only
+  torch::nn::Embedding embed_positions{nullptr};      // learned positions only
+  torch::nn::Embedding segment_embeddings{nullptr};   // with segment types only (BERT's token types)
+  Norm layernorm_embedding{nullptr};                  // ModelConfig::embedding_norm only
   torch::nn::ModuleList layers{nullptr};
   Norm layer_norm{nullptr};  // the final norm (pre, peri, mix: has_final_norm()), else null
   std::shared_ptr<AdminProfile> admin_profile = std::make_shared<AdminProfile>();

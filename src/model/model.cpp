@@ -11,6 +11,7 @@
 
 #include "core/tokens.h"
 #include "model/decoder_only.h"
+#include "model/encoder_only.h"
 #include "model/scheme_constants.h"
 #include "model/seq2seq.h"
 
@@ -31,6 +32,7 @@ std::deque<KindEntry>& registry() {
   static std::deque<KindEntry> entries{
       {kEncoderDecoder, [](const ModelConfig& c) { return Model(Seq2Seq(c)); }},
       {kDecoderOnly, [](const ModelConfig& c) { return Model(DecoderOnly(c)); }},
+      {kEncoderOnly, [](const ModelConfig& c) { return Model(EncoderOnly(c)); }},
   };
   return entries;
 }
@@ -61,7 +63,7 @@ nlohmann::json ModelImpl::common_manifest() const {
                            {"qk_norm", s.qk_norm},
                            {"dyt_alpha_init", kDyTAlphaInit}};
   if (config_.has_encoder()) scheme["encoder_alpha"] = stack_constants(config_, /*decoder=*/false).deepnorm_alpha;
-  scheme["decoder_alpha"] = stack_constants(config_, /*decoder=*/true).deepnorm_alpha;
+  if (config_.has_decoder()) scheme["decoder_alpha"] = stack_constants(config_, /*decoder=*/true).deepnorm_alpha;
   return {{"scheme", std::move(scheme)},
           {"special_tokens", {{"bos", kBos}, {"pad", kPad}, {"eos", kEos}, {"unk", kUnk}}},
           {"position_offset", kPositionOffset},

@@ -32,8 +32,8 @@ double t_fixup_single_stack_factor(int64_t n) { return std::pow(6.0 * d(n), -0.2
 StackConstants stack_constants(const ModelConfig& c, bool decoder) {
   const bool deepnorm = c.scheme.residual == ResidualForm::kDeepNorm;
   StackConstants k;
-  if (!c.has_encoder()) {
-    k.layers = c.decoder_layers;
+  if (c.single_stack()) {
+    k.layers = c.stack_layers();
     k.residual_blocks = 2 * k.layers;
     k.deepnorm_alpha = deepnorm ? deepnorm_single_stack_alpha(k.layers) : 1.0;
     k.deepnorm_beta = deepnorm_single_stack_beta(k.layers);

@@ -28,7 +28,7 @@ double deepnorm_decoder_alpha(int64_t decoder_layers);
 double deepnorm_decoder_beta(int64_t decoder_layers);
 
 // A single stack of N layers of two residual blocks each (self-attention, FFN), as a
-// decoder-only model has (docs/schemes.md, "Model kinds"):
+// decoder-only or an encoder-only model has (docs/schemes.md, "Model kinds"):
 // DeepNorm, Wang et al. 2022 Table 1's decoder-only (and encoder-only) row:
 // alpha = (2N)^(1/4), beta = (8N)^(-1/4).
 double deepnorm_single_stack_alpha(int64_t layers);
@@ -39,8 +39,8 @@ double deepnorm_single_stack_beta(int64_t layers);
 // out_proj, fc1, fc2 and the token table alike.
 double t_fixup_single_stack_factor(int64_t layers);
 
-// The scheme constants of one stack of a model of `c`: `decoder` picks the decoder stack (the
-// only one of a decoder-only model), else the encoder.
+// The scheme constants of one stack of a model of `c`: `decoder` picks the decoder stack, else
+// the encoder; a single-stack kind's one stack gets the single-stack constants either way.
 struct StackConstants {
   int64_t layers = 0;                // N of the stack
   int64_t residual_blocks = 0;       // 2 per encoder layer, 3 per decoder layer with encoder attention

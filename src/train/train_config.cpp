@@ -31,10 +31,18 @@ namespace {
 std::vector<std::string> model_kind_problems(const TrainConfig& c) {
   std::vector<std::string> out;
   const auto& kind = c.model.kind;
-  if (c.model.has_encoder()) {
+  const bool masked = kind == model::kEncoderOnly;
+  const data::MaskingConfig fairseq;
+  if (!masked && (c.masking.mask_prob != fairseq.mask_prob || c.masking.leave_unmasked_prob != fairseq.leave_unmasked_prob ||
+                  c.masking.random_token_prob != fairseq.random_token_prob))
+    out.push_back("--mask-prob, --leave-unmasked-prob and --random-token-prob apply to --model-kind " +
+                  std::string(model::kEncoderOnly) + ", not " + kind);
+  if (masked)
+    for (auto& p : c.masking.problems()) out.push_back(p);
+  if (!c.model.single_stack()) {
     if (c.block_size != 0)
-      out.push_back("--block-size cuts running text for --model-kind " + std::string(model::kDecoderOnly) +
-                    "; an " + kind + " model reads sentence pairs");
+      out.push_back("--block-size cuts running text for --model-kind " + std::string(model::kDecoderOnly) + " or " +
+                    model::kEncoderOnly + "; an " + kind + " model reads sentence pairs");
     return out;
   }
   auto refuse = [&](bool given, const std::string& option) {
@@ -80,6 +88,7 @@ void to_json(nlohmann::json& j, const TrainConfig& c) {
   j = train_options().to_json(c);
   j["model"] = c.model;
   j["precision"] = model::to_string(c.precision);
+  if (c.model.kind != model::kEncoderOnly) j.erase("masking");
   if (c.init_from.checkpoint.empty())
     j.erase("init_from");
   else
@@ -100,7 +109,7 @@ std::vector<std::string> incompatible_changes(const nlohmann::json& saved, const
   const auto a = strip(saved), b = strip(now);
   std::vector<std::string> out;
   for (const char* section :
-       {"data", "batching", "model", "precision", "optimizer", "schedule", "loss", "seed", "init_from"}) {
+       {"data", "masking", "batching", "model", "precision", "optimizer", "schedule", "loss", "seed", "init_from"}) {
     if (a.value(section, nlohmann::json()) == b.value(section, nlohmann::json())) continue;
     if (!a[section].is_object()) {
       out.push_back(std::string(section) + " was " + a[section].dump() + ", now " + b[section].dump());

@@ -9,6 +9,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "data/batching.h"
+#include "data/masking.h"
 #include "data/vocab.h"
 #include "model/config.h"
 #include "model/precision.h"
@@ -42,9 +43,10 @@ struct TrainConfig {
   std::string test_prefix;           // optional: scored once when training ends
   double max_length_ratio = 0.0;     // drop training pairs with max(n,m)/min(n,m) above (0: off)
   int64_t max_pairs = 0;             // train on the first N pairs of the training text (0: all)
-  // A decoder-only model reads --train/--valid/--test as running text (data/text_stream.h), cut
+  // A single-stack model reads --train/--valid/--test as running text (data/text_stream.h), cut
   // into blocks of this many positions; 0: --max-positions (run_clm's default block size).
   int64_t block_size = 0;
+  data::MaskingConfig masking;       // an encoder-only model's masked-LM corruption (data/masking.h)
   std::string src_lang = "de";
   std::string tgt_lang = "en";
   std::string cache_dir;             // encoded corpora; empty: RUN_DIR/cache
@@ -86,7 +88,7 @@ struct TrainConfig {
 
   // Every problem at once, naming the option.
   std::vector<std::string> problems() const;
-  // The positions of a block of running text (decoder-only): block_size, else max_positions.
+  // The positions of a block of running text (single-stack kinds): block_size, else max_positions.
   int64_t text_block_size() const { return block_size > 0 ? block_size : model.max_positions; }
 };
 

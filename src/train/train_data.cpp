@@ -5,6 +5,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "core/tokens.h"
 #include "data/batching.h"
 #include "data/cache.h"
 #include "data/corpus.h"
@@ -15,7 +16,12 @@ namespace normlab::train {
 
 Corpus load_corpus(const std::string& prefix, const TrainConfig& c, const data::Vocab& vocab,
                    const std::string& cache_dir, bool training, const std::function<void(const std::string&)>& log) {
-  if (!c.model.has_encoder()) return load_text_corpus(prefix, vocab, c.text_block_size(), log);
+  if (c.model.kind == model::kDecoderOnly) return load_text_corpus(prefix, vocab, c.text_block_size(), log);
+  if (c.model.kind == model::kEncoderOnly) {
+    auto corpus = load_text_corpus(prefix, vocab, c.text_block_size(), log, data::Layout::kMaskedBlocks);
+    corpus.masking = CorpusMasking{c.masking, mask_tokens(vocab), c.seed};
+    return corpus;
+  }
   auto loaded = data::load_encoded_corpus(prefix, c.src_lang, c.tgt_lang, vocab, cache_dir);
   log(loaded.message);
   Corpus corpus;
@@ -46,28 +52,40 @@ Corpus load_corpus(const std::string& prefix, const TrainConfig& c, const data::
 }
 
 Corpus load_text_corpus(const std::string& path, const data::Vocab& vocab, int64_t block_size,
-                        const std::function<void(const std::string&)>& log) {
+                        const std::function<void(const std::string&)>& log, data::Layout layout) {
   const auto stream = data::encode_text(path, vocab);
   Corpus corpus;
   corpus.files = {path};
-  corpus.layout = data::Layout::kBlocks;
-  corpus.tgt = data::cut_blocks(stream, block_size);
-  corpus.src.resize(corpus.tgt.size());
+  corpus.layout = layout;
+  const bool masked = layout == data::Layout::kMaskedBlocks;
+  auto blocks = masked ? data::cut_masked_blocks(stream, block_size) : data::cut_blocks(stream, block_size);
+  const auto count = static_cast<int64_t>(blocks.size());
+  (masked ? corpus.src : corpus.tgt) = std::move(blocks);
+  (masked ? corpus.tgt : corpus.src).resize(static_cast<size_t>(count));
   corpus.sizes = data::example_sizes(corpus.src, corpus.tgt, corpus.layout);
-  corpus.kept.resize(corpus.tgt.size());
+  corpus.kept.resize(static_cast<size_t>(count));
   std::iota(corpus.kept.begin(), corpus.kept.end(), 0);
-  const auto predicted = static_cast<int64_t>(corpus.tgt.size()) * block_size;
+  // A causal LM's blocks predict N tokens each after the stream's first; an encoder's hold N - 1.
+  const auto used = masked ? count * (block_size - 1) : count * block_size + 1;
   std::ostringstream s;
   s << path << ": " << stream.tokens.size() << " tokens from " << stream.lines << " lines (" << stream.blank_lines
-    << " blank, " << stream.lines_changed << " with white space normalised), " << corpus.tgt.size()
-    << " blocks of " << block_size << " positions (" << static_cast<int64_t>(stream.tokens.size()) - 1 - predicted
+    << " blank, " << stream.lines_changed << " with white space normalised), " << count << " blocks of "
+    << block_size << " positions (" << static_cast<int64_t>(stream.tokens.size()) - used
     << " tokens after the last block left out)";
   log(s.str());
   return corpus;
 }
 
-data::Batch gather(const Corpus& corpus, const std::vector<int64_t>& indices) {
-  return data::gather_batch(corpus.src, corpus.tgt, indices, corpus.layout);
+data::MaskTokens mask_tokens(const data::Vocab& vocab) {
+  const auto pieces = static_cast<int64_t>(vocab.size());
+  return {model::model_vocab_size(model::kEncoderOnly, pieces) - 1, kNumSpecialTokens, pieces};
+}
+
+data::Batch gather(const Corpus& corpus, const std::vector<int64_t>& indices, int64_t epoch) {
+  auto batch = data::gather_batch(corpus.src, corpus.tgt, indices, corpus.layout);
+  if (corpus.masking)
+    data::mask_batch(batch, indices, corpus.masking->config, corpus.masking->tokens, corpus.masking->seed, epoch);
+  return batch;
 }
 
 }  // namespace normlab::train

@@ -44,6 +44,18 @@ core::OptionTable<data::VocabTrainOptions> vocab_options() {
   return t;
 }
 
+// data::MaskingConfig checks itself (its problems(), which eval-lm shares).
+core::OptionTable<data::MaskingConfig> masking_options() {
+  core::OptionTable<data::MaskingConfig> t;
+  t.group("Masked language model (encoder-only; docs/data.md)");
+  t.add("--mask-prob", "mask_prob", &data::MaskingConfig::mask_prob, "share of each block's tokens to predict");
+  t.add("--leave-unmasked-prob", "leave_unmasked_prob", &data::MaskingConfig::leave_unmasked_prob,
+        "share of those left as they are");
+  t.add("--random-token-prob", "random_token_prob", &data::MaskingConfig::random_token_prob,
+        "share of those replaced by a random token (the rest become <mask>)");
+  return t;
+}
+
 // model::added_count_problems checks the counts; --init is a model flag (ModelOptions).
 core::OptionTable<model::AddedLayers> added_layers_options() {
   core::OptionTable<model::AddedLayers> t;
@@ -76,7 +88,8 @@ core::OptionTable<TrainConfig> make_train_options() {
   t.add("--max-pairs", "data.max_pairs", &TrainConfig::max_pairs, "train on the first N pairs of --train only (0: all)",
         at_least(0));
   t.add("--block-size", "data.block_size", &TrainConfig::block_size,
-        "decoder-only: positions per block of running text (0: --max-positions)", at_least(0));
+        "decoder-only, encoder-only: positions per block of running text (0: --max-positions)", at_least(0));
+  t.add_part(&TrainConfig::masking, masking_options(), "masking");
   t.add_part(&TrainConfig::init_from, init_from_options(), "init_from");
 
   t.add_part(&TrainConfig::optimizer, optimizer_options(), "optimizer");

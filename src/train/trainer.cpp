@@ -112,7 +112,7 @@ Sums Trainer::forward_backward(const BatchOrder& batches) {
   for (int64_t j = 0; j < span; ++j) {
     if (!dp_.shard().owns(j)) continue;
     if (j == last) dp_.reducer().arm();  // this backward's hooks start the gradient all-reduce
-    const auto b = gather(train_, batches[static_cast<size_t>(pos_.next_batch + j)]);
+    const auto b = gather(train_, batches[static_cast<size_t>(pos_.next_batch + j)], pos_.epoch);
     each([&](TrainCallback& cb) { cb.batch_ready(b); });
     const auto l = loss(net_, b, c_.loss);
     each([&](TrainCallback& cb) { cb.output_ready(l.logits, b.target); });
@@ -163,8 +163,7 @@ void Trainer::validate_and_save(bool end_of_epoch, bool last) {
 
 // Every rank takes every WORLD_SIZE-th batch of the corpus; the sums are all ranks'.
 Sums Trainer::validate(const Corpus& corpus) {
-  const auto l = corpus_loss(net_, corpus.src, corpus.tgt, corpus.kept, c_.batching, c_.seed, c_.loss, dp_.shard(),
-                             corpus.layout);
+  const auto l = corpus_loss(net_, corpus, c_.batching, c_.seed, c_.loss, dp_.shard());
   return dp_.all_reduced({l.loss, l.nll, l.tokens});
 }
 

@@ -37,7 +37,7 @@ void Trainer::load_data() {
   train_ = load(c_.train_prefix, /*training=*/true);
   valid_ = load(c_.valid_prefix, /*training=*/false);
   model_config_ = c_.model;
-  model_config_.src_vocab_size = model_config_.tgt_vocab_size = vocab_->size();
+  model_config_.src_vocab_size = model_config_.tgt_vocab_size = model::model_vocab_size(model_config_.kind, vocab_->size());
   config_json_["model"] = model_config_;
   if (dp_.ranks() > 1)
     core::check_same_job(job_fingerprint(config_json_, train_, valid_, vocab_bytes_, resumed_ ? pos_.update : -1),

@@ -86,6 +86,12 @@ def main():
     ok = subprocess.run([args.normlab, "init", "--model-kind", "decoder-only", "--layers", "1", *tiny[:6],
                          "--vocab-size", "20", "--max-positions", "16", "--out", w("lm.ckpt")], capture_output=True)
     assert ok.returncode == 0, ok.stderr.decode()
+    mlm_train = lambda text, *more: ["train", "--model-kind", "encoder-only", "--train", w(text), "--valid", w(text),
+                                     "--out", w("mlm_run"), "--max-steps", "1", "--layers", "1", *tiny[:6],
+                                     "--vocab-size", "40", *more]
+    ok = subprocess.run([args.normlab, "init", "--model-kind", "encoder-only", "--layers", "1", *tiny[:6],
+                         "--vocab-size", "20", "--out", w("mlm.ckpt")], capture_output=True)
+    assert ok.returncode == 0, ok.stderr.decode()
     write_files(w, {"long_prompt.txt": " ".join(["5"] * 16) + "\n", "big_id.txt": "5 6\n7 25\n"})
     generate = lambda *more: ["generate", "--checkpoint", w("lm.ckpt"), "--ids", "--input", w("src.txt"), *more]
     bpe_train = lambda prefix, *more: ["bpe", "train", "--train", w(prefix), "--src", "de", "--tgt", "en",
@@ -191,6 +197,20 @@ def main():
          "--encoder-layers: a decoder-only model has no encoder, got 1"),
         (["init", "--model-kind", "decoder-only", "--layers", "1", *tiny[:6], "--vocab-size", "20", "--share", "all",
           "--out", w("x")], "--share all: a decoder-only model has one token table"),
+        # Issue 35: an encoder-only (masked LM) model's masking options and inputs.
+        (mlm_train("c.en", "--mask-prob", "0"), "--mask-prob must be positive"),
+        (mlm_train("c.en", "--leave-unmasked-prob", "0.6", "--random-token-prob", "0.6"),
+         "--leave-unmasked-prob + --random-token-prob must be at most 1"),
+        (mlm_train("c.en", "--block-size", "1"), "--block-size must be at least 2 for a masked LM"),
+        (lm_train("c.en", "--mask-prob", "0.2"), "--random-token-prob apply to --model-kind encoder-only, not decoder-only"),
+        (["init", "--model-kind", "encoder-only", *tiny, "--out", w("x")],
+         "--decoder-layers: an encoder-only model has no decoder, got 1"),
+        (["init", "--model-kind", "decoder-only", "--layers", "1", *tiny[:6], "--vocab-size", "20", "--init", "bert",
+          "--out", w("x")], "--init bert is BERT's initialisation of an encoder: it needs --model-kind encoder-only"),
+        (["score", "--checkpoint", w("mlm.ckpt"), "--src-ids", w("src.txt"), "--tgt-ids", w("tgt.txt")],
+         "targets for 3 input tokens in " + w("src.txt") + " (one per input token: the id to predict, or -100)"),
+        (["eval-lm", "--checkpoint", w("good.ckpt"), "--text", w("c.en")],
+         "needs a decoder-only or encoder-only model, not encoder-decoder"),
         # normlab generate: options it would not read, prompts that do not fit (docs/generate.md).
         (["generate", "--checkpoint", w("good.ckpt"), "--ids", "--input", w("src.txt")],
          "normlab generate needs a decoder-only model, not encoder-decoder"),

@@ -16,8 +16,8 @@ ctest (`recipe.paper_recipes_smoke`) runs every paper recipe: xiong_fig2, xiong_
 huang_table1, huang_fig2_3, huang_fig3c, huang_fig4b, schemes, schemes_2025, hessian_report and
 advise_grid (with scripts/advise_confusion.py's table against the cells' own files), sharpness,
 lr_sensitivity (scripts/lr_sensitivity.py against the cells' own records) and dt_fixup (its frozen cell's trained parameters against the pretrained checkpoint, by torch.load).
-`recipe.lm_recipes_smoke` runs the decoder-only lm_sharpness, with --data ../shared/data/lm (a
-recipe without a [synth] task reads that text)."""
+`recipe.lm_recipes_smoke` runs the decoder-only lm_sharpness and the encoder-only xiong_fig5, with
+--data ../shared/data/lm (a recipe without a [synth] task reads that text)."""
 import csv
 import json
 import math
@@ -55,6 +55,7 @@ FIGURES = {
     "lm_sharpness": {"valid-loss", "train-loss", "curvature-post-ln-nowarm", "curvature-post-ln-warm",
                      "curvature-pre-ln-nowarm", "curvature-gpt2-nowarm", "curvature-t-fixup-nowarm",
                      "curvature-admin-nowarm"},
+    "xiong_fig5": {"valid-loss", "train-loss"},
     "sharpness": {"valid-loss", "train-loss", "curvature-post-ln-nowarm", "curvature-post-ln-warm",
                   "curvature-pre-ln-nowarm", "curvature-t-fixup-nowarm", "curvature-admin-nowarm"},
     "schemes_2025": {"valid-loss", "train-loss", "grad-norms-probe", "hidden-norms-probe",

@@ -1,14 +1,18 @@
 #!/usr/bin/env python3
 """ctest driver: `normlab export --format hf` loads into Hugging Face transformers as it is.
 
-For each case a float32 decoder-only model is made with `normlab init`, exported as a folder,
-and loaded with transformers' own `GPT2LMHeadModel.from_pretrained` (no normlab code on that
-side). On random id lines (read as `</s> y`, predicting `y </s>`) transformers' logits must equal
-the PyTorch reference model's (reference_model.py on `normlab export`'s weights.pt; 1e-5), and
-transformers' summed cross-entropy must equal `normlab score`'s nll (relative 1e-5):
+For each case a float32 model is made with `normlab init`, exported as a folder, and loaded
+with transformers' own `GPT2LMHeadModel` / `BertForMaskedLM.from_pretrained` (no normlab code on
+that side). On random id lines transformers' logits must equal the PyTorch reference model's
+(reference_model.py on `normlab export`'s weights.pt; 1e-5), and transformers' summed
+cross-entropy must equal `normlab score`'s nll (relative 1e-5). Decoder-only lines are read as
+`</s> y`, predicting `y </s>`; encoder-only lines as masked rows `<s> x` with their targets.
   gpt2-tied      --form gpt2 (learned positions, GELU-tanh, unscaled tokens, GPT-2's init), tied
   sinusoid-gelu  sinusoidal positions (written as wpe), erf GELU, --no-scale-embedding, untied
-A fairseq-form model (tokens x sqrt(C)) and a Post-LN one are refused with one line, exit 2.
+  bert-tied      encoder-only Post-LN --form bert (BERT's embedding, GELU, BERT's init), tied head
+  bert-untied    the same with an untied head and GELU-tanh (hidden_act gelu_new)
+A fairseq-form model (tokens x sqrt(C)), a Post-LN decoder-only one, a Pre-LN encoder-only one
+and an encoder-only one in fairseq's form are refused with one line, exit 2.
 """
 
 import argparse
@@ -19,21 +23,26 @@ import sys
 from pathlib import Path
 
 import torch
-from transformers import GPT2LMHeadModel
+from transformers import BertForMaskedLM, GPT2LMHeadModel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from reference_model import ReferenceTransformer, load_weights  # noqa: E402
 
-VOCAB, EOS = 41, 2
+VOCAB, BOS, PAD, EOS = 41, 0, 1, 2
 SIZES = ["--d-model", 32, "--ffn-dim", 48, "--heads", 4, "--layers", 2, "--vocab-size", VOCAB,
          "--max-positions", 20, "--dtype", "float32", "--seed", 3]
+DECODER, ENCODER = ["--model-kind", "decoder-only"], ["--model-kind", "encoder-only"]
 CASES = {
-    "gpt2-tied": ["--scheme", "pre-ln", "--form", "gpt2"],
-    "sinusoid-gelu": ["--scheme", "pre-ln", "--activation", "gelu", "--no-scale-embedding", "--share", "none"],
+    "gpt2-tied": DECODER + ["--scheme", "pre-ln", "--form", "gpt2"],
+    "sinusoid-gelu": DECODER + ["--scheme", "pre-ln", "--activation", "gelu", "--no-scale-embedding", "--share", "none"],
+    "bert-tied": ENCODER + ["--scheme", "post-ln", "--form", "bert"],
+    "bert-untied": ENCODER + ["--scheme", "post-ln", "--form", "bert", "--share", "none", "--activation", "gelu-tanh"],
 }
 REFUSED = {
-    "fairseq-form": (["--scheme", "pre-ln"], "token embeddings scaled by sqrt(C)"),
-    "post-ln": (["--scheme", "post-ln", "--form", "gpt2"], "norm placement post (GPT-2 is pre)"),
+    "fairseq-form": (DECODER + ["--scheme", "pre-ln"], "token embeddings scaled by sqrt(C)"),
+    "post-ln": (DECODER + ["--scheme", "post-ln", "--form", "gpt2"], "norm placement post (GPT-2 is pre)"),
+    "bert-pre-ln": (ENCODER + ["--scheme", "pre-ln", "--form", "bert"], "norm placement pre (BERT is post)"),
+    "bert-fairseq-form": (ENCODER + ["--scheme", "post-ln"], "sinusoidal positions (BERT learns them"),
 }
 LOGIT_TOLERANCE = 1e-5
 NLL_TOLERANCE = 1e-5
@@ -53,31 +62,58 @@ def random_lines(seed):
     return [[rng.randrange(4, VOCAB) for _ in range(n)] for n in (5, 12, 1, 18)]
 
 
-def check_case(args, name, flags, lines, ids_file):
+def masked_rows(lines, seed):
+    """Encoder-only lines x with about a third masked (<mask> = VOCAB - 1) and their targets (the
+    original id where masked, else -100), as `normlab score` reads them; and the rows `<s> x` and
+    targets (pad first, -100 as pad) that the models see."""
+    rng = random.Random(seed)
+    given, labels = [], []
+    for line in lines:
+        chosen = [j == 0 or rng.random() < 0.35 for j in range(len(line))]
+        given.append([VOCAB - 1 if c else t for c, t in zip(chosen, line)])
+        labels.append([t if c else -100 for c, t in zip(chosen, line)])
+    rows = [[BOS] + x for x in given]
+    targets = [[PAD] + [PAD if t == -100 else t for t in y] for y in labels]
+    return given, labels, rows, targets
+
+
+def write_ids(path, lines):
+    path.write_text("".join(" ".join(map(str, line)) + "\n" for line in lines))
+    return path
+
+
+def check_case(args, name, flags, lines):
     work = args.workdir / name
     work.mkdir(parents=True, exist_ok=True)
     checkpoint = work / "model.ckpt"
-    run(args.normlab, "init", "--model-kind", "decoder-only", *SIZES, *flags, "--out", checkpoint)
+    encoder = flags[:2] == ENCODER
+    run(args.normlab, "init", *SIZES, *flags, "--out", checkpoint)
     run(args.normlab, "export", "--checkpoint", checkpoint, "--format", "hf", "--out", work / "hf")
     run(args.normlab, "export", "--checkpoint", checkpoint, "--out", work / "weights.pt")
-    hf = GPT2LMHeadModel.from_pretrained(work / "hf").eval()
+    hf = (BertForMaskedLM if encoder else GPT2LMHeadModel).from_pretrained(work / "hf").eval()
     state, config = load_weights(work / "weights.pt")
     reference = ReferenceTransformer(config).eval()
     reference.load_state_dict(state, strict=True)
-    score = json.loads([line for line in run(args.normlab, "score", "--checkpoint", checkpoint, "--tgt-ids", ids_file,
+    if encoder:
+        given, labels, rows, targets = masked_rows(lines, 5)
+        ids = ["--src-ids", write_ids(work / "rows.ids", given), "--tgt-ids", write_ids(work / "labels.ids", labels)]
+    else:
+        rows, targets = [[EOS] + line for line in lines], [line + [EOS] for line in lines]
+        ids = ["--tgt-ids", write_ids(work / "lines.ids", lines)]
+    score = json.loads([line for line in run(args.normlab, "score", "--checkpoint", checkpoint, *ids,
                                              "--label-smoothing", 0, "--json").stdout.splitlines()
                         if line.startswith("{")][-1])
     failures, nll = [], 0.0
     with torch.no_grad():
-        for line in lines:
-            inputs = torch.tensor([[EOS] + line])
+        for row, target in zip(rows, targets):
+            inputs = torch.tensor([row])
             theirs = hf(inputs).logits[0]
-            ours = reference(None, inputs)[0].float()
+            ours = (reference(inputs, None) if encoder else reference(None, inputs))[0].float()
             worst = (theirs - ours).abs().max().item()
             if worst > LOGIT_TOLERANCE:
-                failures.append(f"{name}: line {line}: transformers' logits differ from the reference's by {worst:.3g}")
-            targets = torch.tensor(line + [EOS])
-            nll += torch.nn.functional.cross_entropy(theirs.double(), targets, reduction="sum").item()
+                failures.append(f"{name}: row {row}: transformers' logits differ from the reference's by {worst:.3g}")
+            nll += torch.nn.functional.cross_entropy(theirs.double(), torch.tensor(target), ignore_index=PAD,
+                                                     reduction="sum").item()
     error = abs(score["nll"] - nll) / nll
     if error > NLL_TOLERANCE:
         failures.append(f"{name}: normlab score nll {score['nll']}, transformers {nll}: relative error {error:.3g}")
@@ -93,21 +129,19 @@ def main():
     args = parser.parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
     lines = random_lines(17)
-    ids_file = args.workdir / "lines.ids"
-    ids_file.write_text("".join(" ".join(map(str, line)) + "\n" for line in lines))
     failures = []
     for name, flags in CASES.items():
-        failures += check_case(args, name, flags, lines, ids_file)
+        failures += check_case(args, name, flags, lines)
     for name, (flags, message) in REFUSED.items():
         checkpoint = args.workdir / f"{name}.ckpt"
-        run(args.normlab, "init", "--model-kind", "decoder-only", *SIZES, *flags, "--out", checkpoint)
+        run(args.normlab, "init", *SIZES, *flags, "--out", checkpoint)
         result = run(args.normlab, "export", "--checkpoint", checkpoint, "--format", "hf",
                      "--out", args.workdir / f"{name}-hf", expect=2)
         if message not in result.stderr or len(result.stderr.strip().splitlines()) != 1:
             failures.append(f"{name}: expected one line with {message!r}, got {result.stderr!r}")
     if failures:
         sys.exit("FAIL:\n  " + "\n  ".join(failures))
-    print("PASS: transformers' GPT2LMHeadModel gives the reference's logits and normlab's loss")
+    print("PASS: transformers' GPT2LMHeadModel and BertForMaskedLM give the reference's logits and normlab's loss")
 
 
 if __name__ == "__main__":

@@ -174,8 +174,9 @@ def case_deepnorm(args):
     return failures, f"{len(state)} tensors, worst deviation {worst:.1e}; N={n} M={m}: {constants}"
 
 
-def decoder_only_ratio(name, scheme, layers, share):
-    """A decoder-only stack's factor over fairseq's init (docs/schemes.md, "Model kinds"):
+def single_stack_ratio(name, scheme, layers, share, stack):
+    """A decoder-only or encoder-only (`stack` decoder or encoder) stack's factor over fairseq's
+    init (docs/schemes.md, "Model kinds"):
     T-Fixup (6N)^(-1/4) on out_proj, fc1, fc2, v_proj (times sqrt(2)) and the token table
     (Huang et al. Eq. 7 without the memory terms, |v| = |w| = |y| = (3L)^(-1/4), L = 2N blocks);
     DeepNorm beta = (8N)^(-1/4) as deepnorm_ratio (Wang et al. 2022, Table 1, decoder-only)."""
@@ -189,34 +190,36 @@ def decoder_only_ratio(name, scheme, layers, share):
             return beta * SQRT2
         return beta if name.endswith(("out_proj.weight", "fc1.weight", "fc2.weight")) else 1.0
     factor = (6 * layers) ** -0.25
-    if name == "decoder.embed_tokens.weight":
+    if name == f"{stack}.embed_tokens.weight":
         return factor
-    if name == "decoder.output_projection.weight":
+    if name in ("decoder.output_projection.weight", "lm_head.weight"):  # an untied output projection
         return 1.0 if share == "none" else factor
     if name.endswith("v_proj.weight"):
         return factor * SQRT2
     return factor if name.endswith(("out_proj.weight", "fc1.weight", "fc2.weight")) else 1.0
 
 
-def case_decoder_only(args):
+def case_single_stack(args, kind_name):
+    """T-Fixup's and DeepNorm's single-stack factors on a decoder-only or encoder-only model."""
+    stack, other = ("decoder", "encoder") if kind_name == "decoder-only" else ("encoder", "decoder")
     failures, worst, checked = [], 0.0, 0
     for scheme, layers, share in (("t-fixup", 3, "decoder"), ("t-fixup", 2, "none"), ("deepnorm", 3, "decoder")):
         sizes = dict(TINY, layers=layers, share=share)
         del sizes["encoder_layers"], sizes["decoder_layers"]
-        tag = f"decoder-only.{scheme}.{layers}.{share}"
-        kind = ("--model-kind", "decoder-only")
+        tag = f"{kind_name}.{scheme}.{layers}.{share}"
+        kind = ("--model-kind", kind_name)
         state, config = init_export(args, tag, sizes, *kind, "--scheme", scheme)
         plain = ("--scheme", "deepnorm", "--init", "xavier") if scheme == "deepnorm" else (
             "--norm", "none", "--residual", "plain", "--init", "xavier")
         base, _ = init_export(args, tag + ".xavier", sizes, *kind, *plain)
         run_failures, run_worst = check_ratios(state, base,
-                                               lambda name: decoder_only_ratio(name, scheme, layers, share))
+                                               lambda name: single_stack_ratio(name, scheme, layers, share, stack))
         failures += [f"{tag}: {failure}" for failure in run_failures]
-        if any(name.startswith("encoder.") for name in state):
-            failures.append(f"{tag}: encoder parameters in a decoder-only model")
+        if any(name.startswith(f"{other}.") for name in state):
+            failures.append(f"{tag}: {other} parameters in a {kind_name} model")
         alpha = (2 * layers) ** 0.25 if scheme == "deepnorm" else 1.0
-        if not math.isclose(config["scheme"]["decoder_alpha"], alpha, rel_tol=1e-12):
-            failures.append(f"{tag}: scheme.decoder_alpha {config['scheme']['decoder_alpha']!r}, expected {alpha!r}")
+        if not math.isclose(config["scheme"][f"{stack}_alpha"], alpha, rel_tol=1e-12):
+            failures.append(f"{tag}: scheme.{stack}_alpha {config['scheme'][f'{stack}_alpha']!r}, expected {alpha!r}")
         worst, checked = max(worst, run_worst), checked + len(state)
     return failures, (f"3 runs, {checked} tensors, worst deviation {worst:.1e}; N=3: T-Fixup {18 ** -0.25:.4f}, "
                       f"DeepNorm alpha {6 ** 0.25:.4f} beta {24 ** -0.25:.4f}")
@@ -416,9 +419,47 @@ def case_gpt2(args):
     return failures, f"{len(state)} tensors of a {layers}-layer GPT-2-form model"
 
 
+def case_bert(args):
+    """BERT's init (Hugging Face BertPreTrainedModel._init_weights): every Linear and table -- tokens,
+    positions, segments, the LM head's dense layer -- N(0, 0.02) without GPT-2's residual-branch
+    scaling, biases 0 (the LM head's output bias included), norms 1 and 0; the padding row zero."""
+    sizes = dict(XAVIER_SIZES, encoder_layers=3)
+    sizes.pop("decoder_layers", None)
+    state, config = init_export(args, "bert", sizes, "--model-kind", "encoder-only", "--scheme", "post-ln",
+                                "--form", "bert")
+    pad, failures = config["special_tokens"]["pad"], []
+    if config["scheme"]["init"] != "bert":
+        failures.append(f"--form bert on post-ln: init {config['scheme']['init']!r}, expected 'bert'")
+    for name, weight in sorted(state.items()):
+        if "layer_norm" in name or "layernorm" in name:
+            if not torch.equal(weight, torch.full_like(weight, 1.0 if name.endswith(".weight") else 0.0)):
+                failures.append(f"{name}: not {'1' if name.endswith('.weight') else '0'}")
+            continue
+        if name.endswith("bias"):
+            if weight.any():
+                failures.append(f"{name} is not zero")
+            continue
+        rows = weight
+        if name.endswith("embed_tokens.weight"):
+            if weight[pad].any():
+                failures.append(f"{name}: padding row {pad} is not zero")
+            rows = torch.cat([weight[:pad], weight[pad + 1:]])
+        # 5 standard errors of a sample std (1/sqrt(2n)), at least STATISTICS_TOLERANCE.
+        tolerance = max(STATISTICS_TOLERANCE, 5 / math.sqrt(2 * rows.numel()))
+        std, mean = rows.std().item(), rows.mean().item()
+        if abs(std / 0.02 - 1) > tolerance or abs(mean) > 5 * 0.02 / math.sqrt(rows.numel()):
+            failures.append(f"{name}: mean {mean:.3g}, std {std:.6g}, expected N(0, 0.02)")
+    for expected in ("encoder.embed_positions.weight", "encoder.segment_embeddings.weight",
+                     "encoder.layernorm_embedding.weight", "lm_head.dense.weight"):
+        if expected not in state:
+            failures.append(f"no {expected} in BERT's form")
+    return failures, f"{len(state)} tensors of a {sizes['encoder_layers']}-layer BERT-form model"
+
+
 CASES = {"t-fixup": case_t_fixup, "deepnorm": case_deepnorm, "xavier": case_xavier,
          "admin-profile": case_admin_profile, "score-batching": case_score_batching,
-         "decoder-only": case_decoder_only, "gpt2": case_gpt2}
+         "decoder-only": lambda args: case_single_stack(args, "decoder-only"),
+         "encoder-only": lambda args: case_single_stack(args, "encoder-only"), "gpt2": case_gpt2, "bert": case_bert}
 
 
 def main():

@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from reference_model import ReferenceTransformer, label_smoothed_loss, load_weights, make_batch  # noqa: E402
+from reference_model import ReferenceTransformer, label_smoothed_loss, load_weights, make_batch, pad_rows  # noqa: E402
 
 VOCAB = 37
 D_MODEL, FFN_DIM, HEADS, ENCODER_LAYERS, DECODER_LAYERS = 16, 24, 2, 2, 3
@@ -54,6 +54,8 @@ EXPECTED_TIED = {
     "decoder": {"decoder.output_projection.weight": "decoder.embed_tokens.weight"},
     "none": {},
 }
+# An encoder-only model's one table and its LM head (conv "Model kinds").
+EXPECTED_TIED_ENCODER_ONLY = {"decoder": {"lm_head.weight": "encoder.embed_tokens.weight"}, "none": {}}
 
 
 def parse_args():
@@ -70,23 +72,46 @@ def parse_args():
                         help="passed to `normlab init` (overrides the scheme's)")
     parser.add_argument("--mix-ln-alpha", type=float, help="passed to `normlab init`")
     parser.add_argument("--qk-norm", action="store_true", help="passed to `normlab init`")
-    parser.add_argument("--form", choices=["fairseq", "gpt2"], help="passed to `normlab init`")
+    parser.add_argument("--form", choices=["fairseq", "gpt2", "bert"], help="passed to `normlab init`")
     parser.add_argument("--z-loss", type=float, default=0.0,
                         help="passed to `normlab score`: the loss also holds C (log Z)^2 per token")
     parser.add_argument("--seed", type=int, default=20240611, help="seed of the random ids")
-    parser.add_argument("--model-kind", default="encoder-decoder", choices=["encoder-decoder", "decoder-only"],
-                        help="decoder-only: DECODER_LAYERS layers, scored on tgt.ids alone")
+    parser.add_argument("--model-kind", default="encoder-decoder",
+                        choices=["encoder-decoder", "decoder-only", "encoder-only"],
+                        help="decoder-only: DECODER_LAYERS layers, scored on tgt.ids alone; encoder-only: "
+                             "ENCODER_LAYERS layers, src.ids masked inputs and tgt.ids their targets")
     parser.add_argument("--precision", default="fp32", choices=["fp32", "bf16"],
                         help="bf16: normlab's mixed precision against PyTorch AMP")
     return parser.parse_args()
 
 
-def write_random_ids(workdir, seed):
+IGNORE = -100  # an encoder-only target line's "nothing to predict here" (Hugging Face's ignore index)
+
+
+def masked_lines(rng):
+    """An encoder-only model's lines of lengths LENGTHS' sources: inputs x with about a third of it
+    replaced (by <mask> = VOCAB - 1, or a random id) and the targets: the original id at each
+    replaced position and at one kept position per line, -100 elsewhere (conv "Tokens")."""
+    inputs, targets = [], []
+    for n, _ in LENGTHS:
+        given = [rng.randrange(4, VOCAB - 1) for _ in range(n)]
+        target = [IGNORE] * n
+        for j in range(n):
+            if j == 0 or rng.random() < 0.35:
+                target[j] = given[j]
+                if j > 0:
+                    given[j] = VOCAB - 1 if rng.random() < 0.8 else rng.randrange(4, VOCAB - 1)
+        inputs.append(given)
+        targets.append(target)
+    return inputs, targets
+
+
+def write_random_ids(workdir, seed, encoder_only=False):
     """Write src.ids / tgt.ids (one sentence per line, ids in [4, VOCAB)); return the id lists."""
     rng = random.Random(seed)
     pairs = [([rng.randrange(4, VOCAB) for _ in range(n)], [rng.randrange(4, VOCAB) for _ in range(m)])
              for n, m in LENGTHS]
-    src_lines, tgt_lines = [list(side) for side in zip(*pairs)]
+    src_lines, tgt_lines = masked_lines(rng) if encoder_only else [list(side) for side in zip(*pairs)]
     for name, lines in (("src.ids", src_lines), ("tgt.ids", tgt_lines)):
         (workdir / name).write_text("".join(" ".join(map(str, ids)) + "\n" for ids in lines))
     return src_lines, tgt_lines
@@ -107,8 +132,8 @@ def normlab_score(args):
     workdir = args.workdir
     checkpoint, weights, grads = workdir / "model.ckpt", workdir / "weights.pt", workdir / "grads.pt"
     decoder_only = args.model_kind == "decoder-only"
-    layers = ["--layers", DECODER_LAYERS] if decoder_only else [
-        "--encoder-layers", ENCODER_LAYERS, "--decoder-layers", DECODER_LAYERS]
+    layers = {"decoder-only": ["--layers", DECODER_LAYERS], "encoder-only": ["--layers", ENCODER_LAYERS]}.get(
+        args.model_kind, ["--encoder-layers", ENCODER_LAYERS, "--decoder-layers", DECODER_LAYERS])
     init = ["init", "--model-kind", args.model_kind, "--scheme", args.scheme, "--d-model", D_MODEL,
             "--ffn-dim", FFN_DIM, "--heads", HEADS, *layers,
             "--vocab-size", VOCAB, "--share", args.share, "--seed", 7,
@@ -150,8 +175,10 @@ def check_config(config, state, args):
     failures = []
     model, scheme = config["model"], config["scheme"]
     decoder_only = args.model_kind == "decoder-only"
+    encoder_only = args.model_kind == "encoder-only"
     expected = {"d_model": D_MODEL, "ffn_dim": FFN_DIM, "heads": HEADS,
-                "encoder_layers": 0 if decoder_only else ENCODER_LAYERS, "decoder_layers": DECODER_LAYERS,
+                "encoder_layers": 0 if decoder_only else ENCODER_LAYERS,
+                "decoder_layers": 0 if encoder_only else DECODER_LAYERS,
                 "src_vocab_size": VOCAB, "tgt_vocab_size": VOCAB, "share_embeddings": args.share}
     failures += [f"weights.json model.{key} = {model.get(key)!r}, expected {value!r}"
                  for key, value in expected.items() if model.get(key) != value]
@@ -170,8 +197,16 @@ def check_config(config, state, args):
                      for key, value in form_keys.items() if model.get(key) != value]
         if config["embed_scale"] != 1.0:
             failures.append(f"weights.json embed_scale = {config['embed_scale']} for --form gpt2, expected 1")
-    if config["tied"] != EXPECTED_TIED[args.share]:
-        failures.append(f"weights.json tied = {config['tied']}, expected {EXPECTED_TIED[args.share]}")
+    if args.form == "bert":  # BERT's form (docs/schemes.md, "Forms")
+        form_keys = {"positions": "learned", "activation": "gelu", "scale_embedding": False,
+                     "embedding_norm": True, "segment_types": 2}
+        failures += [f"weights.json model.{key} = {model.get(key)!r} for --form bert, expected {value!r}"
+                     for key, value in form_keys.items() if model.get(key) != value]
+    tied = (EXPECTED_TIED_ENCODER_ONLY if encoder_only else EXPECTED_TIED)[args.share]
+    if config["tied"] != tied:
+        failures.append(f"weights.json tied = {config['tied']}, expected {tied}")
+    if encoder_only and config.get("mask_token") != VOCAB - 1:
+        failures.append(f"weights.json mask_token = {config.get('mask_token')}, expected the last id {VOCAB - 1}")
     failures += [f"weights.pt alias {alias} differs from {stored}"
                  for alias, stored in config["tied"].items()
                  if alias in state and stored in state and not torch.equal(state[alias], state[stored])]
@@ -200,12 +235,16 @@ def check_scheme_constants(config, state, args):
     scheme, failures = config["scheme"], []
     n, m = ENCODER_LAYERS, DECODER_LAYERS
     decoder_only = args.model_kind == "decoder-only"
-    alphas = {"decoder": 1.0} if decoder_only else {"encoder": 1.0, "decoder": 1.0}
+    encoder_only = args.model_kind == "encoder-only"
+    alphas = {"decoder": 1.0} if decoder_only else {"encoder": 1.0} if encoder_only else {"encoder": 1.0, "decoder": 1.0}
     if scheme["residual"] == "deepnorm":
         alphas = ({"decoder": single_stack_deepnorm(m)[0]} if decoder_only else
+                  {"encoder": single_stack_deepnorm(n)[0]} if encoder_only else
                   {side: alpha for side, (alpha, _) in deepnorm_constants(n, m).items()})
     if decoder_only and "encoder_alpha" in scheme:
         failures.append("weights.json scheme.encoder_alpha for a model without an encoder")
+    if encoder_only and "decoder_alpha" in scheme:
+        failures.append("weights.json scheme.decoder_alpha for a model without a decoder")
     for side, value in alphas.items():
         if not math.isclose(scheme[f"{side}_alpha"], value, rel_tol=1e-12):
             failures.append(f"weights.json scheme.{side}_alpha = {scheme[f'{side}_alpha']}, expected {value}")
@@ -232,7 +271,13 @@ def reference_score(state, config, src_lines, tgt_lines, formula, amp=False, z_l
     model = model.float() if amp else model.double()
     model.load_state_dict(state, strict=True)
     special = config["special_tokens"]
-    source, prev_output_tokens, target = make_batch(src_lines, tgt_lines, special["pad"], special["eos"])
+    if config["model"].get("kind") == "encoder-only":  # rows <s> x, targets pad then the line's (-100: pad)
+        pad = special["pad"]
+        source = pad_rows([[special["bos"]] + x for x in src_lines], pad)
+        target = pad_rows([[pad] + [pad if t == IGNORE else t for t in y] for y in tgt_lines], pad)
+        prev_output_tokens = source[:, :0]
+    else:
+        source, prev_output_tokens, target = make_batch(src_lines, tgt_lines, special["pad"], special["eos"])
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp):
         logits = model(source, prev_output_tokens)
     logits = logits.float() if amp else logits
@@ -321,12 +366,12 @@ def check_mixed_precision(score, grads, state, config, src_lines, tgt_lines, arg
 def main():
     args = parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
-    src_lines, tgt_lines = write_random_ids(args.workdir, args.seed)
+    src_lines, tgt_lines = write_random_ids(args.workdir, args.seed, args.model_kind == "encoder-only")
     score, weights_path, grads_path = normlab_score(args)
     state, config = load_weights(weights_path)
     grads = torch.load(grads_path, map_location="cpu", weights_only=True)
 
-    case = ("decoder-only/" if args.model_kind == "decoder-only" else "") + f"{args.scheme}/{args.share}/{args.formula}" + (f"/z-loss {args.z_loss:g}" if args.z_loss else "")
+    case = (f"{args.model_kind}/" if args.model_kind != "encoder-decoder" else "") + f"{args.scheme}/{args.share}/{args.formula}" + (f"/z-loss {args.z_loss:g}" if args.z_loss else "")
     if args.precision == "bf16":
         failures, summary = check_mixed_precision(score, grads, state, config, src_lines, tgt_lines, args)
         if failures:

@@ -241,6 +241,10 @@ class Embedder(nn.Module):
             persistent=False)
 
     def embed(self, tokens):
+        return F.dropout(self.embed_sum(tokens), self.dropout, self.training)
+
+    def embed_sum(self, tokens):
+        """The embedding before dropout."""
         length = tokens.size(1)
         table = self.embed_positions.weight if hasattr(self, "embed_positions") else self.positions
         if length + self.position_offset > table.size(0):
@@ -248,18 +252,24 @@ class Embedder(nn.Module):
         positions = table[self.position_offset:self.position_offset + length]
         # Padding tokens get the zero position vector, as in fairseq (conv "Embeddings").
         not_pad = tokens.ne(self.embed_tokens.padding_idx).unsqueeze(-1)
-        x = self.embed_scale * self.embed_tokens(tokens) + positions.to(self.embed_tokens.weight.dtype) * not_pad
-        return F.dropout(x, self.dropout, self.training)
+        return self.embed_scale * self.embed_tokens(tokens) + positions.to(self.embed_tokens.weight.dtype) * not_pad
 
 
 FINAL_NORM_PLACEMENTS = ("pre", "peri", "mix")  # a final norm after the last layer (REF 1, 10)
 
 
 class Encoder(Embedder):
-    """Embeddings, encoder layers, and for Pre-LN, Peri-LN and Mix-LN a final norm."""
+    """Embeddings, encoder layers, and for Pre-LN, Peri-LN and Mix-LN a final norm. With
+    model.segment_types > 0 a table segment_embeddings (row 0 added everywhere: one segment), and
+    with model.embedding_norm a norm layernorm_embedding on the embedding's sum before dropout
+    (BERT's embedding; conv "Model kinds")."""
 
     def __init__(self, cfg, scheme, embed_tokens):
         super().__init__(cfg, embed_tokens)
+        if cfg.get("segment_types", 0) > 0:
+            self.segment_embeddings = nn.Embedding(cfg["segment_types"], cfg["d_model"])
+        if cfg.get("embedding_norm", False):
+            self.layernorm_embedding = make_norm(cfg, cfg["d_model"])
         count = cfg["encoder_layers"]
         self.layers = nn.ModuleList(EncoderLayer(cfg, scheme, i, count) for i in range(count))
         if scheme["norm"] in FINAL_NORM_PLACEMENTS:
@@ -267,7 +277,12 @@ class Encoder(Embedder):
 
     def forward(self, src_tokens, src_blocked):
         """src_blocked: (B, 1, 1, S), True at padded source keys. Returns (B, S, C)."""
-        x = self.embed(src_tokens)
+        x = self.embed_sum(src_tokens)
+        if hasattr(self, "segment_embeddings"):
+            x = x + self.segment_embeddings.weight[0]
+        if hasattr(self, "layernorm_embedding"):
+            x = self.layernorm_embedding(x)
+        x = F.dropout(x, self.dropout, self.training)
         for layer in self.layers:
             x = layer(x, src_blocked)
         return self.layer_norm(x) if hasattr(self, "layer_norm") else x
@@ -299,6 +314,24 @@ class Decoder(Embedder):
         if hasattr(self, "layer_norm"):
             x = self.layer_norm(x)
         return self.output_projection(x)
+
+
+class MaskedLmHead(nn.Module):
+    """RoBERTa's LM head (conv "Model kinds"): logits = norm(act(dense(x))) W^T + bias, W the
+    token table when tied (share_embeddings decoder), else the head's own `weight`."""
+
+    def __init__(self, cfg, tied_weight):
+        super().__init__()
+        dim, vocab = cfg["d_model"], cfg["src_vocab_size"]
+        self.dense = nn.Linear(dim, dim)
+        self.layer_norm = make_norm(cfg, dim)
+        self.weight = tied_weight if tied_weight is not None else nn.Parameter(torch.empty(vocab, dim))
+        self.bias = nn.Parameter(torch.zeros(vocab))
+        self.activation = {"relu": torch.relu, "gelu": F.gelu,
+                           "gelu-tanh": lambda t: F.gelu(t, approximate="tanh")}[cfg.get("activation", "relu")]
+
+    def forward(self, x):
+        return F.linear(self.layer_norm(self.activation(self.dense(x))), self.weight, self.bias)
 
 
 def key_padding(tokens, pad):
@@ -337,7 +370,15 @@ class ReferenceTransformer(nn.Module):
                     "mix_ln_alpha": scheme.get("mix_ln_alpha", 0.25),
                     "ln_scaling": scheme.get("ln_scaling", False)}
 
-        self.decoder_only = cfg.get("kind", "encoder-decoder") == "decoder-only"
+        self.kind = cfg.get("kind", "encoder-decoder")
+        self.decoder_only = self.kind == "decoder-only"
+        if self.kind == "encoder-only":
+            if share == "all":
+                raise ValueError("an encoder-only model has one table: share_embeddings decoder or none")
+            table_ = table(cfg["src_vocab_size"])
+            self.encoder = Encoder(cfg, stack_scheme("encoder"), table_)
+            self.lm_head = MaskedLmHead(cfg, table_.weight if share == "decoder" else None)
+            return
         if self.decoder_only:
             if share == "all":
                 raise ValueError("a decoder-only model has one table: share_embeddings decoder or none")
@@ -359,6 +400,9 @@ class ReferenceTransformer(nn.Module):
                 if stored[id(p)] != name}
 
     def forward(self, src_tokens, prev_output_tokens):
+        """Logits at the target's positions: an encoder-only model's at every source position."""
+        if self.kind == "encoder-only":  # prev_output_tokens are not read
+            return self.lm_head(self.encoder(src_tokens, key_padding(src_tokens, self.pad)))
         if self.decoder_only:  # the source is not read
             return self.decoder(prev_output_tokens, None, None)
         src_blocked = key_padding(src_tokens, self.pad)
@@ -394,18 +438,23 @@ class ReferenceTransformer(nn.Module):
                 nn.init.zeros_(param)
 
 
+def pad_rows(rows, pad=1):
+    """Lists of ids -> a right-padded LongTensor."""
+    out = torch.full((len(rows), max(map(len, rows))), pad, dtype=torch.long)
+    for i, row in enumerate(rows):
+        out[i, :len(row)] = torch.tensor(row, dtype=torch.long)
+    return out
+
+
 def make_batch(src_lines, tgt_lines, pad=1, eos=2):
     """Lists of id lists (no special tokens) -> right-padded LongTensors (conv "Tokens"):
     source `x </s>`, prev_output_tokens `</s> y`, target `y </s>`."""
-    def pad_rows(rows):
-        out = torch.full((len(rows), max(map(len, rows))), pad, dtype=torch.long)
-        for i, row in enumerate(rows):
-            out[i, :len(row)] = torch.tensor(row, dtype=torch.long)
-        return out
+    def pad_rows_(rows):
+        return pad_rows(rows, pad)
 
-    source = pad_rows([list(x) + [eos] for x in src_lines])
-    prev_output_tokens = pad_rows([[eos] + list(y) for y in tgt_lines])
-    target = pad_rows([list(y) + [eos] for y in tgt_lines])
+    source = pad_rows_([list(x) + [eos] for x in src_lines])
+    prev_output_tokens = pad_rows_([[eos] + list(y) for y in tgt_lines])
+    target = pad_rows_([list(y) + [eos] for y in tgt_lines])
     return source, prev_output_tokens, target
 
 

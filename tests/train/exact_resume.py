@@ -5,7 +5,8 @@ bit-identical parameters on the CPU with dropout on. Also: a corrupted checkpoin
 the resume fall back to the newest intact checkpoint, and says so. With --precision bf16 (issue
 15): the same in mixed precision, the run really is bf16 (its parameters differ from the fp32
 run's), and resuming it with another --precision is refused. With --model-kind decoder-only
-(issue 35): the same for a language model on blocks of running text. And (issue 34) the
+(issue 35): the same for a language model on blocks of running text; with --model-kind
+encoder-only for a masked LM (its masks drawn anew every epoch from (seed, epoch, block)). And (issue 34) the
 killed run's metrics.jsonl holds the uninterrupted run's records (clock fields aside): the first
 record after the resume averages the whole logging interval (the checkpoint at N falls inside
 one), and a run killed as its last checkpoint appears (before, that checkpoint came ahead of
@@ -25,7 +26,8 @@ N = 100  # updates before the checkpoint; the runs train 2N (about 1 s on one co
 
 
 def train_args(normlab, prefix, out, precision, kind="encoder-decoder"):
-    if kind == "decoder-only":  # the English side as running text, in blocks of 32
+    single_stack = kind in ("decoder-only", "encoder-only")
+    if single_stack:  # the English side as running text, in blocks of 32
         data = ["--model-kind", kind, "--train", prefix + ".en.gz", "--valid", prefix + ".en.gz",
                 "--layers", "2", "--block-size", "32", "--max-positions", "64"]
     else:
@@ -34,7 +36,7 @@ def train_args(normlab, prefix, out, precision, kind="encoder-decoder"):
     return [normlab, "train", *data,
             "--vocab-size", "300", "--d-model", "16", "--ffn-dim", "32", "--heads", "2", "--dropout", "0.3",
             "--max-tokens", "200", "--max-steps", str(2 * N), "--save-interval-updates", str(N),
-            "--log-interval", "30", "--test", prefix + (".en.gz" if kind == "decoder-only" else ""), "--lr", "1e-3", "--seed", "5", "--threads", "1",
+            "--log-interval", "30", "--test", prefix + (".en.gz" if single_stack else ""), "--lr", "1e-3", "--seed", "5", "--threads", "1",
             "--device", "cpu", "--precision", precision, "--out", out]
 
 
@@ -67,7 +69,7 @@ def main():
     args, prefix, w = cli_setup.parse_and_prepare(
         lambda ap: (ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16"]),
                     ap.add_argument("--model-kind", default="encoder-decoder",
-                                    choices=["encoder-decoder", "decoder-only"])))
+                                    choices=["encoder-decoder", "decoder-only", "encoder-only"])))
     straight, killed = w("straight"), w("killed")
     run = lambda out: train_args(args.normlab, prefix, out, args.precision, args.model_kind)
 

@@ -1,0 +1,65 @@
+// The encoder-only masked language model, the third model kind (model.h; registered as
+// "encoder-only"): BERT (Devlin et al. 2019) as fairseq's RoBERTa builds it, i.e. the
+// encoder-decoder's encoder with segment (token type) vectors and a norm on the embedding when
+// the form asks (--form bert), then RoBERTa's LM head: dense, activation, norm, the output
+// projection tied to the token table (--share decoder, the default) plus a bias. One vocabulary
+// whose last id is <mask> (config.h's mask_token). docs/schemes.md, "Model kinds".
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include <torch/nn/modules/linear.h>
+
+#include "model/config.h"
+#include "model/layers.h"
+#include "model/model.h"
+
+namespace normlab::model {
+
+// RoBERTa's RobertaLMHead (fairseq names): logits = norm(act(dense(x))) W^T + bias, W the token
+// table when shared, else its own `weight`.
+class MaskedLmHeadImpl : public torch::nn::Module {
+ public:
+  MaskedLmHeadImpl(const ModelConfig& config, torch::nn::Embedding tied);  // tied: null with --share none
+  torch::Tensor forward(const torch::Tensor& x);                           // (B,S,C) -> (B,S,V)
+  torch::Tensor output_weight() const;                                     // (V,C)
+
+  torch::nn::Linear dense{nullptr};
+  Norm layer_norm{nullptr};
+  torch::Tensor weight;  // own output projection (--share none), else undefined
+  torch::Tensor bias;    // (V)
+
+ private:
+  torch::nn::Embedding tied_;
+  Activation activation_;
+};
+TORCH_MODULE(MaskedLmHead);
+
+class EncoderOnlyImpl : public ModelImpl {
+ public:
+  explicit EncoderOnlyImpl(const ModelConfig& config);  // validates config
+
+  // tokens (B,S) (segments (B,S) or undefined: segment 0) -> logits (B,S,V) at every position, in
+  // precision(); every position sees every other non-padding position.
+  torch::Tensor forward(const torch::Tensor& tokens, const torch::Tensor& segments);
+  // The batch's src and segments (its prev_output_tokens are not read).
+  torch::Tensor forward(const data::Batch& batch) override;
+
+  void init_parameters(const data::Batch* profile) override;  // init.h's init_encoder_only
+  std::vector<StackView> stacks() override;                  // the encoder (self_attn, ffn)
+  std::map<std::string, std::string> tied_aliases() const override;
+  // common_manifest() and the <mask> token.
+  nlohmann::json manifest() const override;
+
+  Encoder encoder{nullptr};
+  MaskedLmHead lm_head{nullptr};
+};
+TORCH_MODULE(EncoderOnly);
+
+// `model` as an encoder-only model; else std::invalid_argument "WHAT needs an encoder-only model,
+// not KIND".
+EncoderOnly as_encoder_only(const Model& model, const std::string& what);
+
+}  // namespace normlab::model
