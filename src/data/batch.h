@@ -22,8 +22,8 @@ struct Batch {
   torch::Tensor src;                 // (B,S) x_1..x_n </s>, right-padded; (B,0) for blocks
   torch::Tensor prev_output_tokens;  // (B,T) </s> y_1..y_m; blocks: t_0..t_{N-1}
   torch::Tensor target;              // (B,T) y_1..y_m </s>; blocks: t_1..t_N; masked: (B,S), pad where unpredicted
-  torch::Tensor segments;            // (B,S) segment (token type) ids of src; undefined: all 0
   int64_t target_tokens = 0;         // non-padding entries of target
+  torch::Tensor segments;            // (B,S) segment (token type) ids of src; undefined: all 0
 };
 
 // Sentences [begin, end) of `src` and `tgt` as one batch on the CPU.

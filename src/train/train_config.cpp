@@ -51,6 +51,9 @@ std::vector<std::string> model_kind_problems(const TrainConfig& c) {
   refuse(c.eval_bleu, "--eval-bleu");
   refuse(c.max_pairs != 0, "--max-pairs");
   refuse(c.max_length_ratio != 0.0, "--max-length-ratio");
+  if (masked && c.text_block_size() < 2)
+    out.push_back("--block-size must be at least 2 for a masked LM (<s> and a token), got " +
+                  std::to_string(c.text_block_size()));
   if (c.text_block_size() > c.model.max_positions)
     out.push_back("--block-size " + std::to_string(c.block_size) + " exceeds --max-positions " +
                   std::to_string(c.model.max_positions));

@@ -76,6 +76,9 @@ struct TrainConfig {
   int64_t log_interval = 100;        // updates between metrics records
   int64_t save_interval = 1;         // keep checkpoint<E>.pt every N epochs (last/best: every epoch)
   int64_t save_interval_updates = 0; // also checkpoint every N updates (0: only at epoch ends)
+  // fairseq's --validate-interval-updates: also validate every N updates, then write
+  // checkpoint_last (and best) as at an epoch's end (0: validate at epoch ends only).
+  int64_t validate_interval_updates = 0;
   int64_t keep_last = 0;             // keep the N newest per-epoch/per-update checkpoints (0: all)
   uint64_t seed = 1;
   bool fail_on_divergence = false;   // exit non-zero when the loss becomes NaN or infinite

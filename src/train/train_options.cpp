@@ -112,6 +112,8 @@ core::OptionTable<TrainConfig> make_train_options() {
         at_least(1));
   t.add("--save-interval-updates", "output.save_interval_updates", &TrainConfig::save_interval_updates,
         "also checkpoint every N updates", at_least(0));
+  t.add("--validate-interval-updates", "output.validate_interval_updates", &TrainConfig::validate_interval_updates,
+        "also validate (and write checkpoint_last/best) every N updates (0: at epoch ends only)", at_least(0));
   t.add("--keep-last", "output.keep_last", &TrainConfig::keep_last, "keep the N newest numbered checkpoints (0: all)",
         at_least(0));
   t.add("--seed", "seed", &TrainConfig::seed, "random seed");

@@ -90,8 +90,13 @@ void Trainer::update(const BatchOrder& batches) {
   overlapped_ = reduced_ = 0;
   done_ = stop_after(sums);
   // The last update's checkpoint waits for the final validation (validate_and_save): a run
-  // killed in between resumes before it and writes the last records again (issue 34).
-  if (!last_update(static_cast<int64_t>(batches.size())) && update_checkpoint_due()) {
+  // killed in between resumes before it and writes the last records again (issue 34). So does
+  // a --validate-interval-updates validation's (the epoch's end validates anyway).
+  const auto n = static_cast<int64_t>(batches.size());
+  if (last_update(n)) return;
+  if (validation_due() && pos_.next_batch < n) {
+    validate_and_save(/*end_of_epoch=*/false, /*last=*/false);
+  } else if (update_checkpoint_due()) {
     save({update_checkpoint_name(pos_.epoch, pos_.update), "checkpoint_last.pt"});
     dir_->prune(c_.keep_last);
   }
@@ -103,6 +108,10 @@ bool Trainer::last_update(int64_t n_batches) const {
 
 bool Trainer::update_checkpoint_due() const {
   return c_.save_interval_updates > 0 && pos_.update % c_.save_interval_updates == 0;
+}
+
+bool Trainer::validation_due() const {
+  return c_.validate_interval_updates > 0 && pos_.update % c_.validate_interval_updates == 0;
 }
 
 Sums Trainer::forward_backward(const BatchOrder& batches) {
@@ -151,7 +160,10 @@ void Trainer::validate_and_save(bool end_of_epoch, bool last) {
   std::vector<std::string> names = {"checkpoint_last.pt"};
   if (end_of_epoch && pos_.epoch % c_.save_interval == 0) names.push_back(epoch_checkpoint_name(pos_.epoch));
   if (best) names.push_back("checkpoint_best.pt");
-  if (last && update_checkpoint_due()) names.push_back(update_checkpoint_name(pos_.epoch, pos_.update));
+  // update() has written the update's checkpoint unless this is the last update or a validation
+  // inside an epoch (--validate-interval-updates): then it comes here, after the validation.
+  if ((last || !end_of_epoch) && update_checkpoint_due())
+    names.push_back(update_checkpoint_name(pos_.epoch, pos_.update));
   if (last && !c_.test_prefix.empty()) test();
   if (end_of_epoch) {
     ++pos_.epoch;  // the saved position is the start of the next epoch

@@ -6,7 +6,8 @@ the resume fall back to the newest intact checkpoint, and says so. With --precis
 15): the same in mixed precision, the run really is bf16 (its parameters differ from the fp32
 run's), and resuming it with another --precision is refused. With --model-kind decoder-only
 (issue 35): the same for a language model on blocks of running text; with --model-kind
-encoder-only for a masked LM (its masks drawn anew every epoch from (seed, epoch, block)). And (issue 34) the
+encoder-only for a masked LM (its masks drawn anew every epoch from (seed, epoch, block)),
+validating every 40 updates inside the epoch (--validate-interval-updates). And (issue 34) the
 killed run's metrics.jsonl holds the uninterrupted run's records (clock fields aside): the first
 record after the resume averages the whole logging interval (the checkpoint at N falls inside
 one), and a run killed as its last checkpoint appears (before, that checkpoint came ahead of
@@ -30,6 +31,8 @@ def train_args(normlab, prefix, out, precision, kind="encoder-decoder"):
     if single_stack:  # the English side as running text, in blocks of 32
         data = ["--model-kind", kind, "--train", prefix + ".en.gz", "--valid", prefix + ".en.gz",
                 "--layers", "2", "--block-size", "32", "--max-positions", "64"]
+        if kind == "encoder-only":  # and validations inside the epoch (checkpoints written after them)
+            data += ["--validate-interval-updates", "40"]
     else:
         data = ["--train", prefix, "--valid", prefix, "--src", "de", "--tgt", "en",
                 "--encoder-layers", "2", "--decoder-layers", "2"]
