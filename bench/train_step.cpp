@@ -1,6 +1,8 @@
 // One training step (forward, label-smoothed loss, backward, Adam) of a preset model on a
 // batch of random ids, timed over repeats. Prints one JSON line; bench/train_step.py runs it
-// beside the PyTorch peer and writes docs/performance.md.
+// beside the PyTorch peer and writes docs/performance.md. With --model-kind decoder-only: a causal
+// LM (the preset's decoder depth, --form) on blocks of `length` tokens, plain cross-entropy and
+// AdamW (0.9, 0.95, weight decay 0.1), as nanoGPT trains.
 #include <algorithm>
 #include <chrono>
 #include <iostream>
@@ -12,7 +14,7 @@
 
 #include "core/runtime.h"
 #include "core/tokens.h"
-#include "model/seq2seq.h"
+#include "model/model.h"
 #include "train/criterion.h"
 #include "train/optimizer.h"
 
@@ -21,10 +23,15 @@ using namespace normlab;
 int main(int argc, char** argv) {
   CLI::App app{"normlab training-step benchmark"};
   std::string scheme = "post-ln", preset = "iwslt-small", device_name = "auto", precision = "fp32";
+  std::string kind = model::kEncoderDecoder, form = "fairseq";
+  double dropout = 0.3;
   int64_t vocab = 10000, sentences = 128, length = 32, warmup = 2, steps = 10;
   int threads = 0;
   app.add_option("--scheme", scheme)->capture_default_str();
   app.add_option("--preset", preset)->capture_default_str();
+  app.add_option("--model-kind", kind, "encoder-decoder|decoder-only")->capture_default_str();
+  app.add_option("--form", form, "fairseq|gpt2")->capture_default_str();
+  app.add_option("--dropout", dropout)->capture_default_str();
   app.add_option("--vocab-size", vocab)->capture_default_str();
   app.add_option("--sentences", sentences, "sentences per batch")->capture_default_str();
   app.add_option("--length", length, "tokens per source and target sentence")->capture_default_str();
@@ -42,11 +49,16 @@ int main(int argc, char** argv) {
   const int used_threads = core::configure_threads(threads);
   const auto device = core::resolve_device(device_name);
   model::ModelConfig c;
+  const bool lm = kind == model::kDecoderOnly;
+  c.kind = kind;
   model::apply_preset(preset, c);
+  if (lm) c.encoder_layers = 0;
+  c.dropout = dropout;
   c.scheme = model::scheme_by_name(scheme);
   if (c.scheme.init == model::InitMethod::kAdminProfile) c.scheme.init = model::InitMethod::kAdminClosedForm;
+  model::apply_form(form, c);
   c.src_vocab_size = c.tgt_vocab_size = vocab;
-  model::Seq2Seq net(c);
+  auto net = model::create_model(c);
   model::initialize(net, 1);
   net->to(device);
   net->train();
@@ -55,7 +67,11 @@ int main(int argc, char** argv) {
   std::vector<std::pair<std::string, torch::Tensor>> named;
   for (const auto& p : net->named_parameters()) named.emplace_back(p.key(), p.value());
   train::OptimizerConfig adam_config;
-  adam_config.kind = train::OptimizerKind::kAdam;
+  adam_config.kind = lm ? train::OptimizerKind::kAdamW : train::OptimizerKind::kAdam;
+  if (lm) {  // nanoGPT's train.py: AdamW, betas (0.9, 0.95), weight decay 0.1
+    adam_config.betas = {0.9, 0.95};
+    adam_config.weight_decay = 0.1;
+  }
   train::Optimizer adam(named, adam_config);
 
   torch::manual_seed(2);
@@ -64,8 +80,10 @@ int main(int argc, char** argv) {
   auto target = ids().to(device);
   auto prev = torch::cat({torch::full({sentences, 1}, kEos, torch::kInt64).to(device),
                           target.slice(1, 0, length - 1)}, 1);
+  if (lm) src = src.slice(1, 0, 0);  // a causal LM reads prev (the block) and predicts target (shifted)
   const data::Batch batch{src, prev, target, sentences * length};  // no padding
-  const train::LossOptions options{0.1, train::LabelSmoothingFormula::kUniform};  // the PyTorch peer's
+  // The PyTorch peer's loss: label smoothing 0.1 (fairseq's translation) or plain cross-entropy (nanoGPT).
+  const train::LossOptions options{lm ? 0.0 : 0.1, train::LabelSmoothingFormula::kUniform};
 
   using Clock = std::chrono::steady_clock;
   auto since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };

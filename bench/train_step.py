@@ -16,6 +16,12 @@ again (a normlab failure stops the bench). The fp32 and bf16 GEMM peaks (torch.m
 measured in this process at the same thread count. Writes a table to docs/performance.md
 between markers, with the machine and date, and the raw results to --json-out if given.
 
+--model-kind decoder-only (issue 35): a causal LM in GPT-2's form (--scheme pre-ln --form gpt2, the
+preset's decoder depth) against a nanoGPT-style script of the same model (nanogpt_peer.py: fused
+c_attn, F.scaled_dot_product_attention(is_causal=True), GELU-tanh, tied lm_head, weights from
+`normlab export --format hf`), blocks of --length tokens, plain cross-entropy, AdamW (0.9, 0.95, weight
+decay 0.1) on both sides, dropout --dropout (nanoGPT's default 0).
+
 --device cuda runs every configuration on the GPU (autocast("cuda"); PyTorch's defaults, so fp32
 products do not use TF32; steps timed after torch.cuda.synchronize) and measures the peaks there
 with 8192^3 products; the table names the GPU. No GPU run has been made yet (docs/gpu.md).
@@ -35,11 +41,13 @@ import time
 import traceback
 
 import torch
+import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "reference"))
 import reference_model as ref  # noqa: E402
 
+import nanogpt_peer  # noqa: E402
 from doc_block import write_block
 from timing import median_ms
 
@@ -55,13 +63,15 @@ CONFIGS = {
 
 
 def step_flops(cfg, B, S, T):
-    """Matrix-multiply FLOPs of one training step: forward x 3 (backward is about 2x)."""
+    """Matrix-multiply FLOPs of one training step: forward x 3 (backward is about 2x). A
+    decoder-only model's layers have no cross-attention (and the causal scores are counted whole)."""
     C, F, V = cfg["d_model"], cfg["ffn_dim"], cfg["tgt_vocab_size"]
+    cross = cfg.get("kind", "encoder-decoder") == "encoder-decoder"
     enc = cfg["encoder_layers"] * (4 * 2 * B * S * C * C + 2 * 2 * B * S * S * C + 2 * 2 * B * S * C * F)
     dec = cfg["decoder_layers"] * (
         4 * 2 * B * T * C * C + 2 * 2 * B * T * T * C          # self-attention
-        + 2 * 2 * B * T * C * C + 2 * 2 * B * S * C * C       # cross-attention q, out / k, v
-        + 2 * 2 * B * T * S * C                               # cross-attention scores, context
+        + cross * (2 * 2 * B * T * C * C + 2 * 2 * B * S * C * C  # cross-attention q, out / k, v
+                   + 2 * 2 * B * T * S * C)                   # cross-attention scores, context
         + 2 * 2 * B * T * C * F)                              # FFN
     out = 2 * B * T * C * V
     return 3 * (enc + dec + out)
@@ -84,29 +94,43 @@ def gemm_gflops(dtype, device, repeats=10):
     return 2 * n ** 3 / median_ms(mm, repeats) / 1e6
 
 
-def peer_run(weights_pt, name, sentences, length, warmup, steps, threads, compile_timeout, device):
-    """One PyTorch configuration in this process, as a user would write it."""
+def peer_run(weights, name, sentences, length, warmup, steps, threads, compile_timeout, device):
+    """One PyTorch configuration in this process, as a user would write it: the reference
+    Transformer (weights.pt) or, for a folder of `export --format hf`, the nanoGPT-style GPT."""
     mode, precision = name.split("-")
     torch.set_num_threads(threads)
-    state, config = ref.load_weights(weights_pt)
-    model = ref.ReferenceTransformer(config)
-    model.load_state_dict(state)  # weights.pt holds every name, aliases of shared tables too
+    g = torch.Generator().manual_seed(2)
+    if os.path.isdir(weights):  # decoder-only: nanoGPT's model and training step
+        model = nanogpt_peer.GPT.from_hf_export(weights)
+        vocab = model.config["vocab_size"]
+        opt = model.configure_optimizers(weight_decay=0.1, learning_rate=5e-4, betas=(0.9, 0.95))
+        tokens = torch.randint(4, vocab, (sentences, length + 1), generator=g).to(device)
+        inputs, targets = tokens[:, :-1], tokens[:, 1:]
+    else:
+        state, config = ref.load_weights(weights)
+        model = ref.ReferenceTransformer(config)
+        model.load_state_dict(state)  # weights.pt holds every name, aliases of shared tables too
+        vocab = config["model"]["tgt_vocab_size"]
+        opt = torch.optim.Adam(model.parameters(), lr=5e-4, betas=(0.9, 0.98), eps=1e-8)
+        src = torch.randint(4, vocab, (sentences, length), generator=g)
+        target = torch.randint(4, vocab, (sentences, length), generator=g)
+        prev = torch.cat([torch.full((sentences, 1), 2), target[:, :-1]], 1)
+        src, target, prev = src.to(device), target.to(device), prev.to(device)
     model.to(device).train()
     forward = torch.compile(model) if mode == "compile" else model
-    vocab = config["model"]["tgt_vocab_size"]
-    opt = torch.optim.Adam(model.parameters(), lr=5e-4, betas=(0.9, 0.98), eps=1e-8)
-    g = torch.Generator().manual_seed(2)
-    src = torch.randint(4, vocab, (sentences, length), generator=g)
-    target = torch.randint(4, vocab, (sentences, length), generator=g)
-    prev = torch.cat([torch.full((sentences, 1), 2), target[:, :-1]], 1)
-    src, target, prev = src.to(device), target.to(device), prev.to(device)
+
+    def loss_of():
+        if os.path.isdir(weights):
+            logits = forward(inputs)
+            return F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.reshape(-1))
+        loss, _, ntok = ref.label_smoothed_loss(forward(src, prev), target, 0.1, "uniform", 1)
+        return loss / ntok
 
     def step():
         opt.zero_grad()
         with torch.autocast(device, dtype=torch.bfloat16, enabled=precision == "bf16"):
-            logits = forward(src, prev)
-            loss, _, ntok = ref.label_smoothed_loss(logits, target, 0.1, "uniform", 1)
-        (loss / ntok).backward()
+            loss = loss_of()
+        loss.backward()
         opt.step()
 
     def timed(n):
@@ -141,7 +165,8 @@ def run_config(name, args, weights, threads):
               "--warmup", str(args.warmup), "--steps", str(args.steps)]
     if mode == "normlab":
         cmd = [args.bench, "--preset", args.preset, "--scheme", args.scheme, "--vocab-size",
-               str(args.vocab_size), "--device", args.device, "--precision", precision, *common]
+               str(args.vocab_size), "--device", args.device, "--precision", precision,
+               "--model-kind", args.model_kind, "--form", args.form, "--dropout", str(args.dropout), *common]
     else:
         cmd = [sys.executable, os.path.abspath(__file__), "--peer", weights, "--configs", name, "--device", args.device,
                "--compile-timeout", str(args.compile_timeout), *common]
@@ -165,6 +190,11 @@ def main():
                     help="comma list of " + ", ".join(CONFIGS) + " (default: all)")
     ap.add_argument("--preset", default="iwslt-small")
     ap.add_argument("--scheme", default="post-ln")
+    ap.add_argument("--model-kind", choices=["encoder-decoder", "decoder-only"], default="encoder-decoder",
+                    help="decoder-only: against the nanoGPT-style peer (use --scheme pre-ln --form gpt2)")
+    ap.add_argument("--form", default="fairseq", help="normlab's --form (decoder-only: gpt2)")
+    ap.add_argument("--dropout", type=float, default=None,
+                    help="the model's dropout (default: 0.3; decoder-only 0, nanoGPT's)")
     ap.add_argument("--vocab-size", type=int, default=10000)
     ap.add_argument("--sentences", type=int, default=128)
     ap.add_argument("--length", type=int, default=32)
@@ -179,6 +209,9 @@ def main():
     ap.add_argument("--json-out", metavar="FILE", help="also write the raw results as JSON")
     ap.add_argument("--peer", metavar="WEIGHTS_PT", help=argparse.SUPPRESS)  # internal: one peer run
     args = ap.parse_args()
+    lm = args.model_kind == "decoder-only"
+    if args.dropout is None:
+        args.dropout = 0.0 if lm else 0.3
     names = args.configs.split(",")
     unknown = [n for n in names if n not in CONFIGS]
     if unknown:
@@ -196,12 +229,17 @@ def main():
 
     with tempfile.TemporaryDirectory() as tmp:
         ckpt, weights = os.path.join(tmp, "m.ckpt"), os.path.join(tmp, "weights.pt")
-        subprocess.run([args.normlab, "init", "--preset", args.preset, "--scheme", args.scheme,
-                        "--init", "xavier" if args.scheme != "rezero" else "rezero",
+        init = ["--init", "xavier" if args.scheme != "rezero" else "rezero"] if not lm else []
+        subprocess.run([args.normlab, "init", "--preset", args.preset, "--scheme", args.scheme, *init,
+                        "--model-kind", args.model_kind, "--form", args.form, "--dropout", str(args.dropout),
                         "--vocab-size", str(args.vocab_size), "--out", ckpt], check=True,
                        capture_output=True)
         subprocess.run([args.normlab, "export", "--checkpoint", ckpt, "--out", weights], check=True,
                        capture_output=True)
+        if lm:  # the peer reads the transformers folder, as nanoGPT's from_pretrained does
+            subprocess.run([args.normlab, "export", "--checkpoint", ckpt, "--format", "hf", "--out", weights + ".hf"],
+                           check=True, capture_output=True)
+            weights += ".hf"
         info = json.loads(subprocess.run([args.normlab, "info", "--json", "--device", args.device],
                                          check=True, capture_output=True, text=True).stdout)
         threads = args.threads or info["intra_op_threads"]
@@ -233,29 +271,35 @@ def main():
                platform.processor())
     if args.device == "cuda":
         cpu = f"{torch.cuda.get_device_name(0)} (host {cpu})"
+    label = (lambda n: CONFIGS[n].replace("PyTorch", "nanoGPT-style").replace("torch.compile", "nanoGPT-style + torch.compile")
+             if lm else CONFIGS[n])
     rows = []
     for n in names:
         raw = ", ".join(f"{r['median_seconds']:.3f}" for r in runs[n])
         if n in errors:
-            rows.append(f"| {CONFIGS[n]} | failed: {errors[n].replace('|', '/')} | | | | | | {raw} |")
+            rows.append(f"| {label(n)} | failed: {errors[n].replace('|', '/')} | | | | | | {raw} |")
             continue
         t = median[n]
         gflops, gemm_s = flops / t / 1e9, flops / (peaks[n.split("-")[1]] * 1e9)
-        rows.append(f"| {CONFIGS[n]} | {t:.3f} | {tokens / t:,.0f} | {gflops:.0f} | "
+        rows.append(f"| {label(n)} | {t:.3f} | {tokens / t:,.0f} | {gflops:.0f} | "
                     f"{100 * gflops / peaks['fp32']:.0f}% | {bf16_share(gflops)} | "
                     f"{gemm_s:.3f} s ({100 * gemm_s / t:.0f}%) | {raw} |")
     ratios = []
     peers = [n for n in median if not n.startswith("normlab")]
     fastest = min(peers, key=median.get) if peers else None
     for ours, peer in dict.fromkeys([("normlab-bf16", fastest), ("normlab-bf16", "eager-fp32"),
-                                     ("normlab-fp32", "eager-fp32")]):
+                                     ("normlab-fp32", fastest), ("normlab-fp32", "eager-fp32")]):
         if ours in median and peer in median:
-            ratios.append(f"{CONFIGS[ours]} / {CONFIGS[peer]} **{median[peer] / median[ours]:.2f}x**")
-    compiled = [f"{CONFIGS[n]} {statistics.median(r['warmup_seconds'][0] for r in runs[n]):.1f} s"
+            ratios.append(f"{label(ours)} / {label(peer)} **{median[peer] / median[ours]:.2f}x**")
+    compiled = [f"{label(n)} {statistics.median(r['warmup_seconds'][0] for r in runs[n]):.1f} s"
                 for n in median if n.startswith("compile")]
+    what = (f"Decoder-only training step, `{args.preset}`'s decoder ({cfg['decoder_layers']} layers) {args.scheme} "
+            f"--form {args.form}, {args.sentences} blocks x {args.length} tokens of random ids (V={args.vocab_size}), "
+            f"dropout {args.dropout:g}, cross-entropy, AdamW (0.9, 0.95, wd 0.1)" if lm else
+            f"Training step, `{args.preset}` {args.scheme}, {args.sentences} x {args.length} source and "
+            f"target tokens of random ids (V={args.vocab_size}), dropout {args.dropout:g}, label smoothing 0.1, Adam")
     text = (
-        f"Training step, `{args.preset}` {args.scheme}, {args.sentences} x {args.length} source and "
-        f"target tokens of random ids (V={args.vocab_size}), dropout 0.3, label smoothing 0.1, Adam; "
+        f"{what}; "
         f"{threads} threads, {cpu}, {torch.__version__}, {datetime.date.today()}; each run a fresh "
         f"process, configurations round-robin, median of {args.repeats} runs x {args.steps} steps.\n\n"
         f"Command: `python3 bench/train_step.py {shlex.join(sys.argv[1:])}`\n\n"
@@ -263,7 +307,7 @@ def main():
         "| matrix products at peak rate (share of step) | runs (s/step) |\n"
         "|---|---:|---:|---:|---:|---:|---:|---|\n" + "\n".join(rows) + "\n\n"
         + (f"Ratios (tokens/s): {'; '.join(ratios)}. The fastest PyTorch configuration: "
-           f"{CONFIGS[fastest]}.\n\n" if ratios else "")
+           f"{label(fastest)}.\n\n" if ratios else "")
         + (f"GEMM peaks (torch.mm 8192^3 on the GPU): " if args.device == "cuda" else
            f"GEMM peaks (torch.mm 2048^3, {threads} threads): ") + f"fp32 {peaks['fp32']:.0f} GFLOP/s, "
         + (f"bf16 {peaks['bf16']:.0f} GFLOP/s" if peaks["bf16"] else "bf16 not measured (no bf16 configuration)")
@@ -275,7 +319,8 @@ def main():
         + (f" torch.compile's first warm-up step (compilation, or loading it from inductor's on-disk cache of "
            f"earlier runs): {', '.join(compiled)}." if compiled else "") + "\n")
     print(text)
-    write_block(args.out, "train_step", text)
+    write_block(args.out, "lm_train_step" if lm else "train_step", text,
+                heading="Decoder-only training step against a nanoGPT-style script (issue 35)" if lm else None)
     if args.json_out:
         with open(args.json_out, "w") as f:
             json.dump({"date": str(datetime.date.today()), "cpu": cpu, "torch": torch.__version__,

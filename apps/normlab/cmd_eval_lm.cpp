@@ -55,6 +55,62 @@ train::CorpusMasking run_masking(const model::LoadedModel& loaded, const data::V
   return m;
 }
 
+// The text as the model's training run cut (and, for an encoder-only model, masked) its
+// validation text. `line` gets the loader's log line.
+train::Corpus eval_corpus(const EvalLmOptions& o, const model::LoadedModel& loaded, const data::Vocab& vocab,
+                          int64_t block_size, std::string& line) {
+  const bool masked = loaded.model->kind() == model::kEncoderOnly;
+  auto corpus = train::load_text_corpus(o.text, vocab, block_size, [&](const std::string& s) { line = s; },
+                                        masked ? data::Layout::kMaskedBlocks : data::Layout::kBlocks);
+  if (masked) corpus.masking = run_masking(loaded, vocab, o.seed);
+  return corpus;
+}
+
+void eval_lm(const EvalLmOptions& o, const GlobalOptions& global) {
+  auto loaded = model::load_model(o.checkpoint);
+  auto& net = loaded.model;
+  const auto& kind = net->kind();
+  if (!net->config().single_stack())  // `evaluate` scores translation
+    throw std::invalid_argument("normlab eval-lm (" + o.checkpoint + ") needs a " + model::kDecoderOnly + " or " +
+                                model::kEncoderOnly + " model, not " + kind);
+  const bool masked = kind == model::kEncoderOnly;
+  if (!masked && o.seed >= 0) throw std::invalid_argument("--seed chooses an encoder-only model's masks, not a " + kind + " model's");
+  const auto vocab = checkpoint_vocab(loaded, o.checkpoint, o.vocab);
+  const int64_t n = o.block_size > 0 ? o.block_size : trained_block_size(loaded);
+  if (n > net->config().max_positions)
+    throw std::invalid_argument("--block-size " + std::to_string(n) + " exceeds the model's max_positions " +
+                                std::to_string(net->config().max_positions));
+  std::string loaded_line;
+  const auto corpus = eval_corpus(o, loaded, vocab, n, loaded_line);
+  const auto device = core::resolve_device(global.device);
+  net->to(device);
+  net->set_precision(resolve_precision(o.precision, device));
+  data::BatchingConfig batching;
+  batching.max_tokens = o.max_tokens;
+  const auto l = train::corpus_loss(net, corpus, batching, 1, train::LossOptions{0.0});
+  const double nll = l.nll / static_cast<double>(l.tokens);
+  const double accuracy = static_cast<double>(l.correct) / static_cast<double>(l.tokens);
+  nlohmann::json j = {{"checkpoint", o.checkpoint}, {"kind", kind},
+                      {"text", o.text},             {"precision", o.precision},
+                      {"block_size", n},            {"blocks", corpus.kept.size()},
+                      {"tokens", l.tokens},         {"nll", nll},
+                      {"ppl", std::exp(nll)},       {"bits_per_token", nll / std::log(2.0)},
+                      {"accuracy", accuracy}};
+  if (masked) j["mask_seed"] = corpus.masking->seed;
+  if (!o.out.empty()) {
+    std::filesystem::create_directories(o.out);
+    core::write_file_atomic(o.out + "/eval_lm.json", j.dump(1) + "\n");
+  }
+  if (o.json) {
+    std::cout << j.dump() << "\n";
+    return;
+  }
+  std::cerr << loaded_line << "\n";
+  std::printf("nll %.4f ppl %.3f per token (%.4f bits), accuracy %.4f; %lld %s tokens predicted in %zu blocks of %lld\n",
+              nll, std::exp(nll), nll / std::log(2.0), accuracy, static_cast<long long>(l.tokens),
+              masked ? "masked" : "next", corpus.kept.size(), static_cast<long long>(n));
+}
+
 }  // namespace
 
 Runner add_eval_lm_command(CLI::App& app, const GlobalOptions& global) {
@@ -72,52 +128,7 @@ Runner add_eval_lm_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_flag("--json", o->json, "print one JSON object");
   cmd->add_option("--out", o->out, "also write that object to DIR/eval_lm.json");
   add_precision_option(*cmd, o->precision);
-  return [o, &global] {
-    auto loaded = model::load_model(o->checkpoint);
-    auto& net = loaded.model;
-    const auto& kind = net->kind();
-    if (!net->config().single_stack())  // `evaluate` scores translation
-      throw std::invalid_argument("normlab eval-lm (" + o->checkpoint + ") needs a " + model::kDecoderOnly + " or " +
-                                  model::kEncoderOnly + " model, not " + kind);
-    const bool masked = kind == model::kEncoderOnly;
-    if (!masked && o->seed >= 0) throw std::invalid_argument("--seed chooses an encoder-only model's masks, not a " + kind + " model's");
-    const auto vocab = checkpoint_vocab(loaded, o->checkpoint, o->vocab);
-    const int64_t n = o->block_size > 0 ? o->block_size : trained_block_size(loaded);
-    if (n > net->config().max_positions)
-      throw std::invalid_argument("--block-size " + std::to_string(n) + " exceeds the model's max_positions " +
-                                  std::to_string(net->config().max_positions));
-    std::string loaded_line;
-    auto corpus = train::load_text_corpus(o->text, vocab, n, [&](const std::string& s) { loaded_line = s; },
-                                          masked ? data::Layout::kMaskedBlocks : data::Layout::kBlocks);
-    if (masked) corpus.masking = run_masking(loaded, vocab, o->seed);
-    const auto device = core::resolve_device(global.device);
-    net->to(device);
-    net->set_precision(resolve_precision(o->precision, device));
-    data::BatchingConfig batching;
-    batching.max_tokens = o->max_tokens;
-    const auto l = train::corpus_loss(net, corpus, batching, 1, train::LossOptions{0.0});
-    const double nll = l.nll / static_cast<double>(l.tokens);
-    const double accuracy = static_cast<double>(l.correct) / static_cast<double>(l.tokens);
-    nlohmann::json j = {{"checkpoint", o->checkpoint}, {"kind", kind},
-                        {"text", o->text},             {"precision", o->precision},
-                        {"block_size", n},             {"blocks", corpus.kept.size()},
-                        {"tokens", l.tokens},          {"nll", nll},
-                        {"ppl", std::exp(nll)},        {"bits_per_token", nll / std::log(2.0)},
-                        {"accuracy", accuracy}};
-    if (masked) j["mask_seed"] = corpus.masking->seed;
-    if (!o->out.empty()) {
-      std::filesystem::create_directories(o->out);
-      core::write_file_atomic(o->out + "/eval_lm.json", j.dump(1) + "\n");
-    }
-    if (o->json) {
-      std::cout << j.dump() << "\n";
-      return;
-    }
-    std::cerr << loaded_line << "\n";
-    std::printf("nll %.4f ppl %.3f per token (%.4f bits), accuracy %.4f; %lld %s tokens predicted in %zu blocks of %lld\n",
-                nll, std::exp(nll), nll / std::log(2.0), accuracy, static_cast<long long>(l.tokens),
-                masked ? "masked" : "next", corpus.kept.size(), static_cast<long long>(n));
-  };
+  return [o, &global] { eval_lm(*o, global); };
 }
 
 }  // namespace normlab::app

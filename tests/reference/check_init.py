@@ -384,52 +384,11 @@ def case_score_batching(args):
                                       f"worst gradient rel err {worst:.1e} ({worst_name})")
 
 
-def case_gpt2(args):
-    """GPT-2's init (Hugging Face GPT2PreTrainedModel._init_weights, nanoGPT): every matrix and
-    table N(0, 0.02), attention's and the MLP's c_proj (out_proj, fc2) N(0, 0.02 / sqrt(2 n_layer)),
-    biases 0, norms 1 and 0; the token table's padding row zero (normlab's)."""
-    sizes = dict(XAVIER_SIZES, decoder_layers=3)
-    sizes.pop("encoder_layers", None)
-    state, config = init_export(args, "gpt2", sizes, "--model-kind", "decoder-only", "--scheme", "pre-ln",
-                                "--form", "gpt2")
-    pad, layers, failures = config["special_tokens"]["pad"], sizes["decoder_layers"], []
-    if config["scheme"]["init"] != "gpt2":
-        failures.append(f"--form gpt2 on pre-ln: init {config['scheme']['init']!r}, expected 'gpt2'")
-    for name, weight in sorted(state.items()):
-        if "layer_norm" in name:
-            if not torch.equal(weight, torch.full_like(weight, 1.0 if name.endswith(".weight") else 0.0)):
-                failures.append(f"{name}: not {'1' if name.endswith('.weight') else '0'}")
-            continue
-        if name.endswith(".bias"):
-            if weight.any():
-                failures.append(f"{name} is not zero")
-            continue
-        rows = weight
-        if name.endswith("embed_tokens.weight"):
-            if weight[pad].any():
-                failures.append(f"{name}: padding row {pad} is not zero")
-            rows = torch.cat([weight[:pad], weight[pad + 1:]])
-        branch = name.endswith(("out_proj.weight", "fc2.weight"))
-        expected = 0.02 / math.sqrt(2 * layers) if branch else 0.02
-        std, mean = rows.std().item(), rows.mean().item()
-        if abs(std / expected - 1) > STATISTICS_TOLERANCE or abs(mean) > 4 * expected / math.sqrt(rows.numel()):
-            failures.append(f"{name}: mean {mean:.3g}, std {std:.6g}, expected N(0, {expected:.6g})")
-    if "decoder.embed_positions.weight" not in state:
-        failures.append("no decoder.embed_positions.weight: --form gpt2 learns its positions")
-    return failures, f"{len(state)} tensors of a {layers}-layer GPT-2-form model"
-
-
-def case_bert(args):
-    """BERT's init (Hugging Face BertPreTrainedModel._init_weights): every Linear and table -- tokens,
-    positions, segments, the LM head's dense layer -- N(0, 0.02) without GPT-2's residual-branch
-    scaling, biases 0 (the LM head's output bias included), norms 1 and 0; the padding row zero."""
-    sizes = dict(XAVIER_SIZES, encoder_layers=3)
-    sizes.pop("decoder_layers", None)
-    state, config = init_export(args, "bert", sizes, "--model-kind", "encoder-only", "--scheme", "post-ln",
-                                "--form", "bert")
-    pad, failures = config["special_tokens"]["pad"], []
-    if config["scheme"]["init"] != "bert":
-        failures.append(f"--form bert on post-ln: init {config['scheme']['init']!r}, expected 'bert'")
+def check_normal_init(state, pad, expected_std):
+    """Norms 1 and 0, biases 0, every other tensor N(0, expected_std(name)) (token tables without
+    their zero padding row); the std within 5 standard errors (1/sqrt(2n)) and at least
+    STATISTICS_TOLERANCE, the mean within 5 standard errors. Returns failure messages."""
+    failures = []
     for name, weight in sorted(state.items()):
         if "layer_norm" in name or "layernorm" in name:
             if not torch.equal(weight, torch.full_like(weight, 1.0 if name.endswith(".weight") else 0.0)):
@@ -444,11 +403,45 @@ def case_bert(args):
             if weight[pad].any():
                 failures.append(f"{name}: padding row {pad} is not zero")
             rows = torch.cat([weight[:pad], weight[pad + 1:]])
-        # 5 standard errors of a sample std (1/sqrt(2n)), at least STATISTICS_TOLERANCE.
-        tolerance = max(STATISTICS_TOLERANCE, 5 / math.sqrt(2 * rows.numel()))
+        expected, n = expected_std(name), rows.numel()
+        tolerance = max(STATISTICS_TOLERANCE, 5 / math.sqrt(2 * n))
         std, mean = rows.std().item(), rows.mean().item()
-        if abs(std / 0.02 - 1) > tolerance or abs(mean) > 5 * 0.02 / math.sqrt(rows.numel()):
-            failures.append(f"{name}: mean {mean:.3g}, std {std:.6g}, expected N(0, 0.02)")
+        if abs(std / expected - 1) > tolerance or abs(mean) > 5 * expected / math.sqrt(n):
+            failures.append(f"{name}: mean {mean:.3g}, std {std:.6g}, expected N(0, {expected:.6g})")
+    return failures
+
+
+def case_gpt2(args):
+    """GPT-2's init (Hugging Face GPT2PreTrainedModel._init_weights, nanoGPT): every matrix and
+    table N(0, 0.02), attention's and the MLP's c_proj (out_proj, fc2) N(0, 0.02 / sqrt(2 n_layer)),
+    biases 0, norms 1 and 0; the token table's padding row zero (normlab's)."""
+    sizes = dict(XAVIER_SIZES, decoder_layers=3)
+    sizes.pop("encoder_layers", None)
+    state, config = init_export(args, "gpt2", sizes, "--model-kind", "decoder-only", "--scheme", "pre-ln",
+                                "--form", "gpt2")
+    layers, failures = sizes["decoder_layers"], []
+    if config["scheme"]["init"] != "gpt2":
+        failures.append(f"--form gpt2 on pre-ln: init {config['scheme']['init']!r}, expected 'gpt2'")
+    branch_std = 0.02 / math.sqrt(2 * layers)
+    failures += check_normal_init(state, config["special_tokens"]["pad"],
+                                  lambda name: branch_std if name.endswith(("out_proj.weight", "fc2.weight")) else 0.02)
+    if "decoder.embed_positions.weight" not in state:
+        failures.append("no decoder.embed_positions.weight: --form gpt2 learns its positions")
+    return failures, f"{len(state)} tensors of a {layers}-layer GPT-2-form model"
+
+
+def case_bert(args):
+    """BERT's init (Hugging Face BertPreTrainedModel._init_weights): every Linear and table -- tokens,
+    positions, segments, the LM head's dense layer -- N(0, 0.02) without GPT-2's residual-branch
+    scaling, biases 0 (the LM head's output bias included), norms 1 and 0; the padding row zero."""
+    sizes = dict(XAVIER_SIZES, encoder_layers=3)
+    sizes.pop("decoder_layers", None)
+    state, config = init_export(args, "bert", sizes, "--model-kind", "encoder-only", "--scheme", "post-ln",
+                                "--form", "bert")
+    failures = []
+    if config["scheme"]["init"] != "bert":
+        failures.append(f"--form bert on post-ln: init {config['scheme']['init']!r}, expected 'bert'")
+    failures += check_normal_init(state, config["special_tokens"]["pad"], lambda name: 0.02)
     for expected in ("encoder.embed_positions.weight", "encoder.segment_embeddings.weight",
                      "encoder.layernorm_embedding.weight", "lm_head.dense.weight"):
         if expected not in state:
