@@ -26,7 +26,8 @@ const std::set<std::string> kFlags = {
     "--fp16-scale-window", "--min-loss-scale", "--clip-norm", "--label-smoothing", "--ls-formula", "--z-loss", "--lr",
     "--lr-schedule", "--warmup-steps", "--warmup-init-lr", "--min-lr", "--lr-decay-epochs", "--lr-decay-factor",
     "--lr-decay-count", "--tfixup-decay-steps", "--max-epochs", "--max-steps", "--stop-time-hours", "--out",
-    "--log-interval", "--save-interval", "--save-interval-updates", "--keep-last", "--seed", "--fail-on-divergence",
+    "--log-interval", "--save-interval", "--save-interval-updates", "--validate-interval-updates", "--keep-last",
+    "--seed", "--fail-on-divergence", "--mask-prob", "--leave-unmasked-prob", "--random-token-prob",
     "--valid-at-init", "--trace-steps", "--trace-params", "--trace-logits", "--curvature-every",
     "--curvature-sentences", "--curvature-steps", "--curvature-per-block", "--curvature-preconditioner",
     "--eval-bleu", "--best-metric"};
@@ -41,7 +42,8 @@ const std::set<std::string> kKeys = {
     "schedule.min_lr", "schedule.max_steps", "schedule.lr_decay_epochs", "schedule.lr_decay_factor",
     "schedule.lr_decay_count", "schedule.tfixup_decay_steps", "loss.label_smoothing", "loss.formula", "loss.z_loss",
     "loss.clip_norm", "seed", "limits.max_epochs", "limits.max_steps", "limits.stop_time_hours", "output.out",
-    "output.log_interval", "output.save_interval", "output.save_interval_updates", "output.keep_last",
+    "output.log_interval", "output.save_interval", "output.save_interval_updates",
+    "output.validate_interval_updates", "output.keep_last",
     "output.fail_on_divergence", "output.trace_steps", "output.trace_params", "output.trace_logits",
     "output.valid_at_init", "fp16.init_scale", "fp16.scale_window", "fp16.min_loss_scale", "curvature.every",
     "curvature.sentences", "curvature.steps", "curvature.preconditioner", "distributed.bucket_cap_mb",
@@ -96,6 +98,15 @@ TEST(TrainOptions, ConfigJsonHasTodaysKeys) {
                           "init_from.init", "init_from.pretrained_lr_scale"})
     with_init.insert(key);
   EXPECT_EQ(leaves(grown), with_init);
+}
+
+// An encoder-only run's config.json also has the masking section (other kinds' do not).
+TEST(TrainOptions, ConfigJsonOfAMaskedLmHasItsMasking) {
+  TrainConfig masked;
+  masked.model.kind = model::kEncoderOnly;
+  auto keys = kKeys;
+  for (const char* key : {"masking.mask_prob", "masking.leave_unmasked_prob", "masking.random_token_prob"}) keys.insert(key);
+  EXPECT_EQ(leaves(masked), keys);
 }
 
 TEST(TrainOptions, ConfigJsonValuesKeepTheirForm) {
