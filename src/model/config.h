@@ -120,8 +120,9 @@ struct ModelConfig {
   // Whether the kind has an encoder (an encoder-decoder's decoder layers attend to its output).
   bool has_encoder() const { return kind != kDecoderOnly; }
   bool has_decoder() const { return kind != kEncoderOnly; }
-  // One stack of layers (decoder-only, encoder-only): the single-stack scheme constants and running text.
-  bool single_stack() const { return kind != kEncoderDecoder; }
+  // One stack of layers (the built-in decoder-only and encoder-only kinds): the single-stack scheme
+  // constants and running text. A kind registered elsewhere (a test's) is not.
+  bool single_stack() const { return kind == kDecoderOnly || kind == kEncoderOnly; }
   // The layers of the one stack of a single-stack kind.
   int64_t stack_layers() const { return has_encoder() ? encoder_layers : decoder_layers; }
   // Throws std::invalid_argument joining problems() when there are any.

@@ -54,8 +54,7 @@ std::string run_vocab(const TrainConfig& c, RunDir& dir, const model::LoadedMode
   }
   if (dir.writes() && !fs::exists(vocab_dir / data::kVocabModelFile)) {
     const auto t0 = std::chrono::steady_clock::now();
-    const bool text = c.model.kind == model::kDecoderOnly || c.model.kind == model::kEncoderOnly;  // else pairs
-    const auto bytes = !text
+    const auto bytes = !c.model.single_stack()
                            ? data::train_vocab_on_corpus(c.train_prefix, c.src_lang, c.tgt_lang, c.vocab)
                            : data::train_vocab(data::read_text_for_vocab(c.train_prefix), c.vocab);
     data::save_vocab(bytes, vocab_dir.string());

@@ -27,12 +27,6 @@ std::vector<std::string> InitFromConfig::problems() const {
 
 namespace {
 
-// The built-in single-stack kinds read running text; any other kind (a test's) reads pairs.
-// (ModelConfig::single_stack() is true for every kind but the encoder-decoder.)
-bool reads_running_text(const model::ModelConfig& c) {
-  return c.kind == model::kDecoderOnly || c.kind == model::kEncoderOnly;
-}
-
 // The options of one kind's data that the other kind does not read.
 std::vector<std::string> model_kind_problems(const TrainConfig& c) {
   std::vector<std::string> out;
@@ -45,7 +39,7 @@ std::vector<std::string> model_kind_problems(const TrainConfig& c) {
                   std::string(model::kEncoderOnly) + ", not " + kind);
   if (masked)
     for (auto& p : c.masking.problems()) out.push_back(p);
-  if (!reads_running_text(c.model)) {
+  if (!c.model.single_stack()) {
     if (c.block_size != 0)
       out.push_back("--block-size cuts running text for --model-kind " + std::string(model::kDecoderOnly) + " or " +
                     model::kEncoderOnly + "; an " + kind + " model reads sentence pairs");
