@@ -42,6 +42,7 @@ Runner add_synth_command(CLI::App& app, const GlobalOptions& global);
 Runner add_run_command(CLI::App& app, const GlobalOptions& global);
 Runner add_report_command(CLI::App& app, const GlobalOptions& global);
 Runner add_lm_data_command(CLI::App& app, const GlobalOptions& global);
+Runner add_lm_tasks_command(CLI::App& app, const GlobalOptions& global);
 Runner add_eval_lm_command(CLI::App& app, const GlobalOptions& global);
 Runner add_generate_command(CLI::App& app, const GlobalOptions& global);
 

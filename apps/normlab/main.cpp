@@ -78,6 +78,7 @@ int main(int argc, char** argv) {
   add(app::add_run_command);
   add(app::add_report_command);
   add(app::add_lm_data_command);
+  add(app::add_lm_tasks_command);
   app::refuse_empty_numbers(app);
 
   try {
