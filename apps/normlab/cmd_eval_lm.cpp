@@ -1,7 +1,8 @@
 // `normlab eval-lm`: a language model's per-token loss, perplexity and accuracy on running text,
 // cut into blocks as training cuts its validation text (fairseq-eval-lm's role; docs/training.md,
 // "Language models"): a decoder-only model's next tokens, an encoder-only model's masked tokens
-// (masked as its training run masked its validation text, with --seed).
+// (masked as its training run masked its validation text, with --seed); a classifier's loss and
+// accuracy on its examples (docs/finetune.md).
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -66,10 +67,57 @@ train::Corpus eval_corpus(const EvalLmOptions& o, const model::LoadedModel& load
   return corpus;
 }
 
+// The record's last part and the file and printing, for both.
+void report(const EvalLmOptions& o, const nlohmann::json& j, const std::string& loaded_line, const std::string& text) {
+  if (!o.out.empty()) {
+    std::filesystem::create_directories(o.out);
+    core::write_file_atomic(o.out + "/eval_lm.json", j.dump(1) + "\n");
+  }
+  if (o.json) {
+    std::cout << j.dump() << "\n";
+    return;
+  }
+  std::cerr << loaded_line << "\n";
+  std::printf("%s\n", text.c_str());
+}
+
+void to_device(model::LoadedModel& loaded, const EvalLmOptions& o, const GlobalOptions& global) {
+  const auto device = core::resolve_device(global.device);
+  loaded.model->to(device);
+  loaded.model->set_precision(resolve_precision(o.precision, device));
+}
+
+// A classifier: the examples of a LABEL<TAB>A[<TAB>B] file, each predicted once.
+void eval_classifier(const EvalLmOptions& o, model::LoadedModel& loaded, const data::Vocab& vocab,
+                     const GlobalOptions& global) {
+  if (o.block_size > 0 || o.seed >= 0)
+    throw std::invalid_argument("--block-size and --seed cut and mask running text; " + o.checkpoint +
+                                " is a classifier, which reads examples");
+  std::string loaded_line;
+  const auto corpus = train::load_classification_corpus(o.text, vocab, loaded.model->config(),
+                                                        [&](const std::string& s) { loaded_line = s; });
+  to_device(loaded, o, global);
+  data::BatchingConfig batching;
+  batching.max_tokens = o.max_tokens;
+  const auto l = train::corpus_loss(loaded.model, corpus, batching, 1, train::LossOptions{0.0});
+  const double nll = l.nll / static_cast<double>(l.tokens);
+  const double accuracy = static_cast<double>(l.correct) / static_cast<double>(l.tokens);
+  const nlohmann::json j = {{"checkpoint", o.checkpoint}, {"kind", loaded.model->kind()},
+                            {"classes", loaded.model->config().classes}, {"text", o.text},
+                            {"precision", o.precision},   {"examples", l.tokens},
+                            {"correct", l.correct},       {"nll", nll},
+                            {"accuracy", accuracy}};
+  char text[160];
+  std::snprintf(text, sizeof text, "accuracy %.4f (%lld of %lld examples), nll %.4f per example", accuracy,
+                static_cast<long long>(l.correct), static_cast<long long>(l.tokens), nll);
+  report(o, j, loaded_line, text);
+}
+
 void eval_lm(const EvalLmOptions& o, const GlobalOptions& global) {
   auto loaded = model::load_model(o.checkpoint);
   auto& net = loaded.model;
   const auto& kind = net->kind();
+  if (net->config().classifier()) return eval_classifier(o, loaded, checkpoint_vocab(loaded, o.checkpoint, o.vocab), global);
   if (!net->config().single_stack())  // `evaluate` scores translation
     throw std::invalid_argument("normlab eval-lm (" + o.checkpoint + ") needs a " + model::kDecoderOnly + " or " +
                                 model::kEncoderOnly + " model, not " + kind);
@@ -82,9 +130,7 @@ void eval_lm(const EvalLmOptions& o, const GlobalOptions& global) {
                                 std::to_string(net->config().max_positions));
   std::string loaded_line;
   const auto corpus = eval_corpus(o, loaded, vocab, n, loaded_line);
-  const auto device = core::resolve_device(global.device);
-  net->to(device);
-  net->set_precision(resolve_precision(o.precision, device));
+  to_device(loaded, o, global);
   data::BatchingConfig batching;
   batching.max_tokens = o.max_tokens;
   const auto l = train::corpus_loss(net, corpus, batching, 1, train::LossOptions{0.0});
@@ -97,28 +143,25 @@ void eval_lm(const EvalLmOptions& o, const GlobalOptions& global) {
                       {"ppl", std::exp(nll)},       {"bits_per_token", nll / std::log(2.0)},
                       {"accuracy", accuracy}};
   if (masked) j["mask_seed"] = corpus.masking->seed;
-  if (!o.out.empty()) {
-    std::filesystem::create_directories(o.out);
-    core::write_file_atomic(o.out + "/eval_lm.json", j.dump(1) + "\n");
-  }
-  if (o.json) {
-    std::cout << j.dump() << "\n";
-    return;
-  }
-  std::cerr << loaded_line << "\n";
-  std::printf("nll %.4f ppl %.3f per token (%.4f bits), accuracy %.4f; %lld %s tokens predicted in %zu blocks of %lld\n",
-              nll, std::exp(nll), nll / std::log(2.0), accuracy, static_cast<long long>(l.tokens),
-              masked ? "masked" : "next", corpus.kept.size(), static_cast<long long>(n));
+  char text[200];
+  std::snprintf(text, sizeof text,
+                "nll %.4f ppl %.3f per token (%.4f bits), accuracy %.4f; %lld %s tokens predicted in %zu blocks of %lld",
+                nll, std::exp(nll), nll / std::log(2.0), accuracy, static_cast<long long>(l.tokens),
+                masked ? "masked" : "next", corpus.kept.size(), static_cast<long long>(n));
+  report(o, j, loaded_line, text);
 }
 
 }  // namespace
 
 Runner add_eval_lm_command(CLI::App& app, const GlobalOptions& global) {
-  auto* cmd = app.add_subcommand("eval-lm", "a language model's loss, perplexity and accuracy on running text");
+  auto* cmd = app.add_subcommand("eval-lm", "a language model's loss, perplexity and accuracy on running text "
+                                             "(a classifier's accuracy on its examples)");
   auto o = std::make_shared<EvalLmOptions>();
   cmd->add_option("--checkpoint", o->checkpoint, "normlab checkpoint of a decoder-only or encoder-only model")
       ->required();
-  cmd->add_option("--text", o->text, "running text (plain or .gz), e.g. lm-data's test.txt")->required();
+  cmd->add_option("--text", o->text,
+                  "running text (plain or .gz), e.g. lm-data's test.txt; a classifier's LABEL<TAB>A[<TAB>B] file")
+      ->required();
   cmd->add_option("--vocab", o->vocab, "SentencePiece model (default: the checkpoint's own)");
   cmd->add_option("--block-size", o->block_size, "positions per block (default: the training run's)")
       ->check(CLI::NonNegativeNumber);

@@ -2,6 +2,7 @@
 // optionally the gradient of the summed loss for every parameter.
 #include <iomanip>
 #include <iostream>
+#include <numeric>
 
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
@@ -18,10 +19,39 @@
 namespace normlab::app {
 namespace {
 
-// An encoder-decoder's pairs, a decoder-only model's lines (with empty sources), or an encoder-only
-// model's rows `<s> x` and their targets (`x` as given, the <mask> id allowed; a target line: the
+// A classifier's rows `<s> A </s>` or `<s> A </s> B </s>` (A from `src`, B from the same line of
+// `second` when given and not empty) and their class ids (a target line: one id below the
+// model's classes).
+data::SentencePairs read_classified_ids(const model::ModelConfig& c, const std::string& src, const std::string& second,
+                                        const std::string& tgt) {
+  if (src.empty()) throw std::invalid_argument("--src-ids (sentence A of each example) is required for a classifier");
+  data::SentencePairs rows{data::read_id_file(src, c.src_vocab_size), data::read_class_file(tgt, c.classes)};
+  const auto b = second.empty() ? std::vector<data::Sentence>(rows.src.size())
+                                : data::read_id_file(second, c.src_vocab_size);
+  for (const auto& [path, n] : {std::pair{tgt, rows.tgt.size()}, std::pair{second, b.size()}})
+    if (n != rows.src.size())
+      throw std::invalid_argument(src + " has " + std::to_string(rows.src.size()) + " lines but " + path + " has " +
+                                  std::to_string(n));
+  for (size_t i = 0; i < rows.src.size(); ++i) {
+    auto& row = rows.src[i];
+    row.insert(row.begin(), kBos);
+    row.push_back(kEos);
+    if (!b[i].empty()) {
+      row.insert(row.end(), b[i].begin(), b[i].end());
+      row.push_back(kEos);
+    }
+  }
+  return rows;
+}
+
+// A classifier's examples, an encoder-decoder's pairs, a decoder-only model's lines (with empty
+// sources), or an encoder-only model's rows `<s> x` and their targets (`x` as given, the <mask> id allowed; a target line: the
 // id to predict or -100 at each token of x).
-data::SentencePairs read_scored_ids(const model::ModelConfig& c, const std::string& src, const std::string& tgt) {
+data::SentencePairs read_scored_ids(const model::ModelConfig& c, const std::string& src, const std::string& second,
+                                    const std::string& tgt) {
+  if (c.classifier()) return read_classified_ids(c, src, second, tgt);
+  if (!second.empty()) throw std::invalid_argument("--second-ids: sentence B of a classifier's examples; " +
+                                                   std::string("this is not a classifier"));
   if (c.kind == model::kEncoderOnly) {
     if (src.empty()) throw std::invalid_argument("--src-ids (the masked inputs) is required for an " + c.kind + " model");
     data::SentencePairs rows{data::read_id_file(src, c.src_vocab_size), data::read_label_file(tgt, c.src_vocab_size)};
@@ -49,12 +79,23 @@ data::SentencePairs read_scored_ids(const model::ModelConfig& c, const std::stri
   return lines;
 }
 
+// Rows [begin, end) as the model's kind reads them.
+data::Batch scored_batch(const model::ModelConfig& c, const data::SentencePairs& pairs, size_t begin, size_t end) {
+  if (c.classifier()) {
+    std::vector<int64_t> indices(end - begin);
+    std::iota(indices.begin(), indices.end(), static_cast<int64_t>(begin));
+    return data::gather_batch(pairs.src, pairs.tgt, indices, data::Layout::kClassify);
+  }
+  return c.kind == model::kEncoderOnly ? data::masked_batch(pairs.src, pairs.tgt, begin, end)
+                                       : data::make_batch(pairs.src, pairs.tgt, begin, end);
+}
+
 }  // namespace
 
 Runner add_score_command(CLI::App& app, const GlobalOptions& global) {
   auto* cmd = app.add_subcommand("score", "loss of a model on id files (dropout off)");
   struct Options {
-    std::string checkpoint, src, tgt, formula = "uniform", grad_out;
+    std::string checkpoint, src, second, tgt, formula = "uniform", grad_out;
     double label_smoothing = 0.1;
     double z_loss = 0.0;
     int64_t batch_sentences = 64;
@@ -65,7 +106,10 @@ Runner add_score_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--checkpoint", o->checkpoint, "normlab checkpoint")->required();
   cmd->add_option("--src-ids", o->src,
                   "source sentences as token ids, one per line (an encoder-decoder's; an encoder-only model's "
-                  "masked inputs without <s>, whose --tgt-ids line holds the id to predict at each token or -100)");
+                  "masked inputs without <s>, whose --tgt-ids line holds the id to predict at each token or -100; "
+                  "a classifier's sentence A, whose --tgt-ids line holds the class id)");
+  cmd->add_option("--second-ids", o->second,
+                  "a classifier's sentence B of each example as ids, one per line (an empty line: none)");
   cmd->add_option("--tgt-ids", o->tgt,
                   "target sentences as token ids, one per line (decoder-only: each line read as </s> y "
                   "predicting y </s>)")
@@ -86,7 +130,7 @@ Runner add_score_command(CLI::App& app, const GlobalOptions& global) {
     auto loaded = model::load_model(o->checkpoint);
     auto& net = loaded.model;
     const auto& c = net->config();
-    const auto pairs = read_scored_ids(c, o->src, o->tgt);
+    const auto pairs = read_scored_ids(c, o->src, o->second, o->tgt);
     const auto device = core::resolve_device(global.device);
     net->to(device);
     net->eval();
@@ -98,8 +142,7 @@ Runner add_score_command(CLI::App& app, const GlobalOptions& global) {
     const auto n = pairs.src.size();
     for (size_t begin = 0; begin < n; begin += static_cast<size_t>(o->batch_sentences)) {
       const auto end = std::min(n, begin + static_cast<size_t>(o->batch_sentences));
-      auto batch = c.kind == model::kEncoderOnly ? data::masked_batch(pairs.src, pairs.tgt, begin, end)
-                                                 : data::make_batch(pairs.src, pairs.tgt, begin, end);
+      const auto batch = scored_batch(c, pairs, begin, end);
       const auto sums = train::loss(net, batch, options).sums;
       if (grads) sums.loss.backward();
       loss += sums.loss.item<double>();

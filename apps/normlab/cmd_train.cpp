@@ -1,4 +1,5 @@
-// `normlab train`: trains on parallel text into a run folder, resuming when it has a checkpoint.
+// `normlab train`: trains on parallel text into a run folder, resuming when it has a checkpoint;
+// `normlab finetune`: the same from --init-from's model, without the model flags (docs/finetune.md).
 // The trainer (train/) gets what lives above it here, as its list of callbacks: the instruments
 // of analysis/ and the --eval-bleu validator (decode/ beam search, metrics/ BLEU).
 #include <iostream>
@@ -56,8 +57,15 @@ class ValidationBleu final : public train::BleuValidator {
 
 }  // namespace
 
-Runner add_train_command(CLI::App& app, const GlobalOptions& global) {
-  auto* cmd = app.add_subcommand("train", "train a model; re-running into RUN_DIR resumes it");
+namespace {
+
+// train and finetune: the same options and run, finetune without the model flags (its model is
+// --init-from's, which it requires).
+Runner add_training_command(CLI::App& app, const GlobalOptions& global, bool finetune) {
+  auto* cmd = finetune ? app.add_subcommand("finetune",
+                                            "continue from --init-from's model (a classifier with --num-classes); "
+                                            "train's options without its model flags")
+                       : app.add_subcommand("train", "train a model; re-running into RUN_DIR resumes it");
   struct Options {
     train::TrainConfig config;
     decode::BeamSearchConfig beam;  // --eval-bleu's decoder
@@ -68,7 +76,13 @@ Runner add_train_command(CLI::App& app, const GlobalOptions& global) {
   };
   auto o = std::make_shared<Options>();
   add_options(*cmd, train::train_options(), o->config);  // train/train_options.cpp
-  o->model.add_to(*cmd, /*with_vocab_size=*/false);
+  if (finetune)
+    cmd->add_option("--num-classes", o->config.init_from.classes,
+                    "a classification head of K classes on --init-from's encoder (docs/finetune.md)")
+        ->check(CLI::NonNegativeNumber)
+        ->group("A trained model with layers added (docs/training.md)");
+  else
+    o->model.add_to(*cmd, /*with_vocab_size=*/false);
   add_precision_option(*cmd, o->precision);
   cmd->add_flag("--curvature", o->curvature,
                 "the curvature series every " + std::to_string(train::CurvatureConfig::kDefaultEvery) +
@@ -77,19 +91,22 @@ Runner add_train_command(CLI::App& app, const GlobalOptions& global) {
   add_beam_options(*cmd, o->beam, /*translate=*/false, "Validation BLEU (docs/translate.md)");
   add_dist_options(*cmd, o->dist);
 
-  return [o, &global, cmd] {
+  return [o, &global, cmd, finetune] {
     auto& c = o->config;
     const auto& init = o->model.init_name();
+    if (finetune && c.init_from.checkpoint.empty())
+      throw std::invalid_argument("finetune needs --init-from CKPT (or --init-from DIR --init-from-update U)");
     if (!c.init_from.checkpoint.empty()) {
       // The model and its vocabulary are the checkpoint's: a model flag would be ignored.
-      auto ignored = o->model.given({"--init"});  // --init: the added layers'
+      auto ignored = o->model.given({"--init", "--num-classes"});  // --init: the added layers'
+      if (!finetune) c.init_from.classes = o->model.classes();
       if (cmd->get_option("--vocab-size")->count() > 0) ignored.push_back("--vocab-size");
       refuse_model_flags(ignored, "the model and its vocabulary come from --init-from " + c.init_from.checkpoint);
       c.init_from.added.init = model::parse_added_layer_init(init.empty() ? "xavier" : init);
     } else if (init == "dt-fixup") {
       c.init_from.added.init = model::AddedLayerInit::kDtFixup;  // refused by problems(), saying why
     } else {
-      c.model = o->model.resolve(/*vocab_from_data=*/true);
+      c.model = o->model.resolve(/*vocab_from_data=*/true);  // with --num-classes a new classifier
     }
     if (o->curvature && c.curvature.every == 0) c.curvature.every = train::CurvatureConfig::kDefaultEvery;
     c.schedule.max_steps = c.max_steps;
@@ -112,6 +129,16 @@ Runner add_train_command(CLI::App& app, const GlobalOptions& global) {
       throw ExitCode{3, "training diverged at update " + std::to_string(result.updates + 1) +
                             " (--fail-on-divergence)"};
   };
+}
+
+}  // namespace
+
+Runner add_train_command(CLI::App& app, const GlobalOptions& global) {
+  return add_training_command(app, global, /*finetune=*/false);
+}
+
+Runner add_finetune_command(CLI::App& app, const GlobalOptions& global) {
+  return add_training_command(app, global, /*finetune=*/true);
 }
 
 }  // namespace normlab::app

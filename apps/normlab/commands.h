@@ -31,6 +31,7 @@ Runner add_average_command(CLI::App& app, const GlobalOptions& global);
 Runner add_score_command(CLI::App& app, const GlobalOptions& global);
 Runner add_bpe_command(CLI::App& app, const GlobalOptions& global);
 Runner add_train_command(CLI::App& app, const GlobalOptions& global);
+Runner add_finetune_command(CLI::App& app, const GlobalOptions& global);
 Runner add_bleu_command(CLI::App& app, const GlobalOptions& global);
 Runner add_probe_command(CLI::App& app, const GlobalOptions& global);
 Runner add_advise_command(CLI::App& app, const GlobalOptions& global);

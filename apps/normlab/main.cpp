@@ -65,6 +65,7 @@ int main(int argc, char** argv) {
   add(app::add_score_command);
   add(app::add_bpe_command);
   add(app::add_train_command);
+  add(app::add_finetune_command);
   add(app::add_bleu_command);
   add(app::add_probe_command);
   add(app::add_advise_command);

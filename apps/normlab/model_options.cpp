@@ -90,6 +90,10 @@ void ModelOptions::add_to(CLI::App& cmd, bool vocab_options) {
   cmd.add_option("--rezero-alpha-init", sizes_.rezero_alpha_init,
                  "ReZero's alpha at initialisation (the paper: 0)")
       ->capture_default_str()->group(g);
+  cmd.add_option("--num-classes", sizes_.classes,
+                 "encoder-only: a classification head of K classes on <s> instead of the masked-LM head "
+                 "(docs/finetune.md; train --init-from: on the checkpoint's encoder)")
+      ->check(CLI::NonNegativeNumber)->group(g);
   const auto all = cmd.get_options();
   options_.assign(all.begin() + static_cast<std::ptrdiff_t>(before), all.end());
 }

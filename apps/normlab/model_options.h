@@ -31,6 +31,7 @@ class ModelOptions {
   model::ModelConfig resolve(bool vocab_from_data = false) const;
   const std::string& scheme_name() const { return scheme_; }  // --scheme as given
   const std::string& init_name() const { return init_; }      // --init as given (may be empty)
+  int64_t classes() const { return sizes_.classes; }          // --num-classes (0 when not given)
   // The explicit scheme flags, for commands that build several named schemes (--schemes).
   // Throws std::invalid_argument for an unknown value.
   model::SchemeOverrides scheme_overrides() const;

@@ -11,7 +11,6 @@
 #include "analysis/sites.h"
 #include "analysis/trace.h"
 #include "core/file_io.h"
-#include "core/tokens.h"
 
 namespace normlab::analysis {
 namespace {
@@ -57,7 +56,7 @@ LogitTracer::~LogitTracer() {
 void LogitTracer::output(const torch::Tensor& logits, const torch::Tensor& target) {
   torch::NoGradGuard no_grad;
   const auto log_z = torch::logsumexp(logits.detach().to(torch::kFloat), -1).to(torch::kCPU, torch::kDouble);
-  const auto real = target.to(torch::kCPU).ne(kPad);
+  const auto real = target.to(torch::kCPU).ne(model::target_padding(net_->config()));
   const auto values = log_z.masked_select(real);
   if (values.numel() == 0) return;
   log_z_sum_ += values.sum().item<double>();

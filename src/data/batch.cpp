@@ -72,6 +72,27 @@ Batch masked_block_batch(const std::vector<Sentence>& blocks, const std::vector<
   return batch;
 }
 
+// A classifier's examples: src the token rows, target their class ids (B,1), segments 1 after
+// each row's first </s> (sentence B of a pair; a single sentence is all 0), padding 0.
+Batch classify_batch(const std::vector<Sentence>& inputs, const std::vector<Sentence>& labels,
+                     const std::vector<int64_t>& indices) {
+  std::vector<Sentence> rows, targets;
+  for (auto i : indices) {
+    rows.push_back(inputs.at(static_cast<size_t>(i)));
+    targets.push_back(labels.at(static_cast<size_t>(i)));
+    TORCH_CHECK(targets.back().size() == 1, "a classifier's example has one label, example ", i, " has ",
+                targets.back().size());
+  }
+  Batch batch;
+  batch.src = pad_rows(rows);
+  batch.prev_output_tokens = torch::empty({static_cast<int64_t>(rows.size()), 0}, torch::kInt64);
+  batch.target = pad_rows(targets);
+  batch.target_tokens = static_cast<int64_t>(rows.size());
+  const auto after_eos = batch.src.eq(kEos).to(torch::kInt64).cumsum(1) - batch.src.eq(kEos).to(torch::kInt64);
+  batch.segments = after_eos.gt(0).logical_and(batch.src.ne(kPad)).to(torch::kInt64);
+  return batch;
+}
+
 }  // namespace
 
 Batch masked_batch(const std::vector<Sentence>& inputs, const std::vector<Sentence>& targets, size_t begin,
@@ -95,6 +116,7 @@ Batch gather_batch(const std::vector<Sentence>& src, const std::vector<Sentence>
                    const std::vector<int64_t>& indices, Layout layout) {
   if (layout == Layout::kBlocks) return block_batch(tgt, indices);
   if (layout == Layout::kMaskedBlocks) return masked_block_batch(src, indices);
+  if (layout == Layout::kClassify) return classify_batch(src, tgt, indices);
   std::vector<Sentence> s, t;
   for (auto i : indices) {
     s.push_back(src.at(static_cast<size_t>(i)));

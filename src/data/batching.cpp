@@ -52,7 +52,7 @@ std::vector<int64_t> example_sizes(const std::vector<Sentence>& src, const std::
     for (const auto& block : tgt) sizes.push_back(std::max<int64_t>(static_cast<int64_t>(block.size()) - 1, 0));
     return sizes;
   }
-  if (layout == Layout::kMaskedBlocks) {
+  if (layout == Layout::kMaskedBlocks || layout == Layout::kClassify) {
     std::vector<int64_t> sizes;
     for (const auto& block : src) sizes.push_back(static_cast<int64_t>(block.size()));
     return sizes;

@@ -19,7 +19,7 @@ struct BatchingConfig {
 
 // Size of each pair as batching counts it: max(n+1, m+1), i.e. the longer of the source
 // `x </s>` and of the target `y </s>` (the decoder input `</s> y` has the same length).
-// Blocks (Layout::kBlocks): N, the positions of a block of N+1 tokens; masked blocks: their length.
+// Blocks (Layout::kBlocks): N, the positions of a block of N+1 tokens; masked blocks and a classifier's examples: their length.
 std::vector<int64_t> example_sizes(const std::vector<Sentence>& src, const std::vector<Sentence>& tgt,
                                    Layout layout = Layout::kPairs);
 

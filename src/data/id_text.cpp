@@ -15,8 +15,12 @@ namespace {
 
 constexpr int64_t kIgnoreLabel = -100;  // Hugging Face's ignore_index for masked-LM labels
 
-// read_id_file, and with `labels` -100 read as <pad>.
-std::vector<Sentence> read_ids(const std::string& path, int64_t vocab_size, bool labels) {
+// What a file's lines hold: token ids (read_id_file), masked-LM labels (read_label_file: -100 read
+// as <pad>), one class id (read_class_file: 0, 1 and 2 are classes there, not special tokens).
+enum class IdKind { kTokens, kMaskedLabels, kClass };
+
+std::vector<Sentence> read_ids(const std::string& path, int64_t vocab_size, IdKind kind) {
+  const bool labels = kind == IdKind::kMaskedLabels;
   std::error_code ec;  // an ifstream opens a directory, then throws mid-read
   if (std::filesystem::is_directory(path, ec)) throw std::runtime_error("cannot read " + path + ": it is a directory");
   std::ifstream in(path);
@@ -41,7 +45,7 @@ std::vector<Sentence> read_ids(const std::string& path, int64_t vocab_size, bool
       }
       if (used != field.size() || id < 0)
         throw std::runtime_error(where + "expected non-negative integer token ids, found '" + field + "'");
-      if (id == kBos || id == kPad || id == kEos)
+      if (kind != IdKind::kClass && (id == kBos || id == kPad || id == kEos))
         throw std::runtime_error(where + "id " + field +
                                  " is a special token (0 <s>, 1 <pad>, 2 </s>); lines hold sentences without them");
       if (id >= vocab_size)
@@ -49,6 +53,8 @@ std::vector<Sentence> read_ids(const std::string& path, int64_t vocab_size, bool
                                  std::to_string(vocab_size));
       ids.push_back(id);
     }
+    if (kind == IdKind::kClass && ids.size() != 1)
+      throw std::runtime_error(where + "expected one class id, found " + std::to_string(ids.size()) + " ids");
     out.push_back(std::move(ids));
   }
   if (in.bad()) throw std::runtime_error("cannot read " + path + ": read error");
@@ -58,11 +64,15 @@ std::vector<Sentence> read_ids(const std::string& path, int64_t vocab_size, bool
 }  // namespace
 
 std::vector<Sentence> read_id_file(const std::string& path, int64_t vocab_size) {
-  return read_ids(path, vocab_size, false);
+  return read_ids(path, vocab_size, IdKind::kTokens);
 }
 
 std::vector<Sentence> read_label_file(const std::string& path, int64_t vocab_size) {
-  return read_ids(path, vocab_size, true);
+  return read_ids(path, vocab_size, IdKind::kMaskedLabels);
+}
+
+std::vector<Sentence> read_class_file(const std::string& path, int64_t classes) {
+  return read_ids(path, classes, IdKind::kClass);
 }
 
 SentencePairs read_id_pairs(const std::string& src_path, const std::string& tgt_path,

@@ -14,6 +14,8 @@ std::vector<Sentence> read_id_file(const std::string& path, int64_t vocab_size);
 // The same for masked-LM labels: -100 (Hugging Face's ignore index) where nothing is predicted,
 // read as <pad>.
 std::vector<Sentence> read_label_file(const std::string& path, int64_t vocab_size);
+// A classifier's targets: one class id in [0, classes) per line (`normlab score`).
+std::vector<Sentence> read_class_file(const std::string& path, int64_t classes);
 
 struct SentencePairs {
   std::vector<Sentence> src, tgt;

@@ -354,6 +354,10 @@ std::vector<std::string> ModelConfig::problems() const {
     out.push_back("--init bert is BERT's initialisation of an encoder: it needs --model-kind encoder-only");
   if (segment_types < 0 || segment_types > 2)
     out.push_back("segment types must be 0 or up to 2 (BERT's sentence A and B), got " + std::to_string(segment_types));
+  if (classes < 0 || classes == 1)
+    out.push_back("--num-classes must be 0 (no classifier) or at least 2, got " + std::to_string(classes));
+  if (classes != 0 && kind != kEncoderOnly)
+    out.push_back("--num-classes: a classification head sits on an encoder-only model, not an " + kind + " one");
   if (kind == kEncoderOnly && src_vocab_size != tgt_vocab_size)
     out.push_back("an " + kind + " model has one vocabulary, but source has " + std::to_string(src_vocab_size) +
                   " and target " + std::to_string(tgt_vocab_size) + " entries");
@@ -415,6 +419,7 @@ void to_json(nlohmann::json& j, const ModelConfig& c) {
   if (!c.scale_embedding) j["scale_embedding"] = false;
   if (c.embedding_norm) j["embedding_norm"] = true;
   if (c.segment_types != 0) j["segment_types"] = c.segment_types;
+  if (c.classes != 0) j["classes"] = c.classes;
 }
 
 void from_json(const nlohmann::json& j, ModelConfig& c) {
@@ -447,6 +452,9 @@ void from_json(const nlohmann::json& j, ModelConfig& c) {
   c.scale_embedding = j.value("scale_embedding", true);
   c.embedding_norm = j.value("embedding_norm", false);
   c.segment_types = j.value("segment_types", int64_t{0});
+  c.classes = j.value("classes", int64_t{0});
 }
+
+int64_t target_padding(const ModelConfig& c) { return c.classifier() ? -100 : kPad; }
 
 }  // namespace normlab::model

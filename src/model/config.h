@@ -112,6 +112,9 @@ struct ModelConfig {
   // (fairseq's layernorm_embedding), and a table of segment (token type) vectors: 0 none, 2 BERT's.
   bool embedding_norm = false;
   int64_t segment_types = 0;
+  // An encoder-only model's classification head (RoBERTa's RobertaClassificationHead on the
+  // first position, <s>; --num-classes) in place of its masked-LM head: K classes, 0 none.
+  int64_t classes = 0;
   SchemeSettings scheme;
   double rezero_alpha_init = 0.0; // ReZero's alpha at init (0 in the paper; tests set others)
 
@@ -125,6 +128,9 @@ struct ModelConfig {
   bool single_stack() const { return kind == kDecoderOnly || kind == kEncoderOnly; }
   // The layers of the one stack of a single-stack kind.
   int64_t stack_layers() const { return has_encoder() ? encoder_layers : decoder_layers; }
+  // An encoder-only model with a classification head: its logits are (B,1,K) and its targets
+  // (B,1) class ids, one per example (data::Layout::kClassify).
+  bool classifier() const { return classes > 0; }
   // Throws std::invalid_argument joining problems() when there are any.
   void validate() const;
 };
@@ -134,6 +140,9 @@ struct ModelConfig {
 int64_t model_vocab_size(const std::string& kind, int64_t pieces);
 // An encoder-only model's <mask> id: the last of its vocabulary.
 inline int64_t mask_token(const ModelConfig& c) { return c.src_vocab_size - 1; }
+// The target id the loss leaves out: padding (kPad) for the token-predicting models; none for a
+// classifier, whose targets are class ids 0..K-1 (class 1 is not padding): torch's ignore_index -100.
+int64_t target_padding(const ModelConfig& c);
 
 // The weight matrices' and token tables' entries of a model of `c` (norms and biases
 // left out), in double so that absurd sizes do not overflow. ModelConfig::problems() refuses a

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
+#include "model/dropout.h"
 #include "model/init.h"
 #include "model/linear.h"
 
@@ -22,16 +23,31 @@ torch::Tensor MaskedLmHeadImpl::forward(const torch::Tensor& x) {
   return linear(layer_norm(activate(linear(dense, x), activation_)), output_weight(), bias);
 }
 
+ClassificationHeadImpl::ClassificationHeadImpl(const ModelConfig& c) : dropout_(c.dropout) {
+  dense = register_module("dense", torch::nn::Linear(c.d_model, c.d_model));
+  out_proj = register_module("out_proj", torch::nn::Linear(c.d_model, c.classes));
+}
+
+torch::Tensor ClassificationHeadImpl::forward(const torch::Tensor& x) {
+  auto first = model::dropout(x.narrow(1, 0, 1), dropout_, is_training());  // (B,1,C): <s>
+  return linear(out_proj, model::dropout(torch::tanh(linear(dense, first)), dropout_, is_training()));
+}
+
 EncoderOnlyImpl::EncoderOnlyImpl(const ModelConfig& config) : ModelImpl(config) {
-  encoder = register_module("encoder", Encoder(this->config()));
-  lm_head = register_module(
-      "lm_head", MaskedLmHead(this->config(),
-                              this->config().share == SharedEmbeddings::kNone ? nullptr : encoder->embed_tokens));
+  const auto& c = this->config();
+  encoder = register_module("encoder", Encoder(c));
+  if (c.classifier()) {
+    classification_head = register_module("classification_head", ClassificationHead(c));
+    return;
+  }
+  lm_head = register_module("lm_head",
+                            MaskedLmHead(c, c.share == SharedEmbeddings::kNone ? nullptr : encoder->embed_tokens));
 }
 
 torch::Tensor EncoderOnlyImpl::forward(const torch::Tensor& tokens, const torch::Tensor& segments) {
   auto guard = precision_guard();
-  return lm_head(encoder(tokens, segments).out);
+  auto hidden = encoder(tokens, segments).out;
+  return classification_head ? classification_head(hidden) : lm_head(hidden);
 }
 
 torch::Tensor EncoderOnlyImpl::forward(const data::Batch& batch) {
@@ -53,14 +69,43 @@ std::vector<StackView> EncoderOnlyImpl::stacks() {
 }
 
 std::map<std::string, std::string> EncoderOnlyImpl::tied_aliases() const {
-  if (config().share == SharedEmbeddings::kNone) return {};
+  if (config().share == SharedEmbeddings::kNone || config().classifier()) return {};
   return {{"lm_head.weight", "encoder.embed_tokens.weight"}};
 }
 
 nlohmann::json EncoderOnlyImpl::manifest() const {
   auto j = common_manifest();
   j["mask_token"] = mask_token(config());
+  if (config().classifier()) j["classes"] = config().classes;
   return j;
+}
+
+ClassifierFromTrained classifier_from(const EncoderOnly& trained, int64_t classes, uint64_t seed) {
+  auto config = trained->config();
+  const bool keeps_head = config.classes == classes;
+  config.classes = classes;
+  ClassifierFromTrained out{EncoderOnly(config), {}, {}, {}};
+  torch::NoGradGuard no_grad;
+  const auto from_parameters = trained->named_parameters(), from_buffers = trained->named_buffers();
+  for (auto& item : out.model->named_parameters()) {
+    const auto& name = item.key();
+    const auto* source = from_parameters.find(name);
+    if (!source || (!keeps_head && name.rfind("classification_head.", 0) == 0)) continue;
+    item.value().copy_(*source);
+    out.copied.push_back(name);
+  }
+  for (auto& item : out.model->named_buffers())  // Admin's omegas and the like
+    if (const auto* source = from_buffers.find(item.key())) item.value().copy_(*source);
+  if (!keeps_head) {
+    torch::manual_seed(seed);
+    init_classification_head(*out.model->classification_head, config);
+    for (const auto& item : out.model->classification_head->named_parameters())
+      out.initialised.push_back("classification_head." + item.key());
+  }
+  const auto now = out.model->named_parameters();
+  for (const auto& item : from_parameters)
+    if (!now.find(item.key())) out.dropped.push_back(item.key());
+  return out;
 }
 
 EncoderOnly as_encoder_only(const Model& model, const std::string& what) {

@@ -37,12 +37,29 @@ class MaskedLmHeadImpl : public torch::nn::Module {
 };
 TORCH_MODULE(MaskedLmHead);
 
+// RoBERTa's RobertaClassificationHead (fairseq's roberta/model.py; Hugging Face's is the same
+// function in evaluation mode): logits = out_proj(dropout(tanh(dense(dropout(x_0))))), x_0 the
+// encoder's output at the first position (<s>, BERT's [CLS]); dropout p the model's --dropout
+// (Hugging Face's classifier_dropout default, hidden_dropout_prob).
+class ClassificationHeadImpl : public torch::nn::Module {
+ public:
+  explicit ClassificationHeadImpl(const ModelConfig& config);
+  torch::Tensor forward(const torch::Tensor& x);  // (B,S,C) -> (B,1,K)
+
+  torch::nn::Linear dense{nullptr};     // C x C
+  torch::nn::Linear out_proj{nullptr};  // K x C
+
+ private:
+  double dropout_;
+};
+TORCH_MODULE(ClassificationHead);
+
 class EncoderOnlyImpl : public ModelImpl {
  public:
   explicit EncoderOnlyImpl(const ModelConfig& config);  // validates config
 
   // tokens (B,S) (segments (B,S) or undefined: segment 0) -> logits (B,S,V) at every position, in
-  // precision(); every position sees every other non-padding position.
+  // precision(); every position sees every other non-padding position. A classifier's: (B,1,K).
   torch::Tensor forward(const torch::Tensor& tokens, const torch::Tensor& segments);
   // The batch's src and segments (its prev_output_tokens are not read).
   torch::Tensor forward(const data::Batch& batch) override;
@@ -54,9 +71,20 @@ class EncoderOnlyImpl : public ModelImpl {
   nlohmann::json manifest() const override;
 
   Encoder encoder{nullptr};
-  MaskedLmHead lm_head{nullptr};
+  MaskedLmHead lm_head{nullptr};                      // null in a classifier
+  ClassificationHead classification_head{nullptr};  // config().classifier() only
 };
 TORCH_MODULE(EncoderOnly);
+
+// A classifier of `classes` classes on a trained encoder-only model (fine-tuning, train
+// --init-from): the encoder's parameters copied, the new head initialised as the model's
+// scheme initialises one (init.h) under torch's generator seeded by `seed`. A trained masked
+// LM's lm_head is left behind; a trained classifier of the same K keeps its head.
+struct ClassifierFromTrained {
+  EncoderOnly model{nullptr};
+  std::vector<std::string> copied, dropped, initialised;  // parameter names
+};
+ClassifierFromTrained classifier_from(const EncoderOnly& trained, int64_t classes, uint64_t seed);
 
 // `model` as an encoder-only model; else std::invalid_argument "WHAT needs an encoder-only model,
 // not KIND".

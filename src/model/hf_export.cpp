@@ -95,6 +95,11 @@ Named bert_tensors(const Model& model) {
     pair(theirs + "output.dense", ours + "fc2");
     pair(theirs + "output.LayerNorm", ours + "final_layer_norm");
   }
+  if (c.classifier()) {  // BertForSequenceClassification: the same function in evaluation mode
+    pair("bert.pooler.dense", "classification_head.dense");
+    pair("classifier", "classification_head.out_proj");
+    return out;
+  }
   pair("cls.predictions.transform.dense", "lm_head.dense");
   pair("cls.predictions.transform.LayerNorm", "lm_head.layer_norm");
   out.emplace_back("cls.predictions.bias", at("lm_head.bias"));
@@ -104,7 +109,7 @@ Named bert_tensors(const Model& model) {
   return out;
 }
 
-nlohmann::json bert_config(const ModelConfig& c) {
+nlohmann::json bert_lm_config(const ModelConfig& c) {
   return {{"architectures", {"BertForMaskedLM"}},
           {"model_type", "bert"},
           {"vocab_size", c.src_vocab_size},
@@ -122,6 +127,16 @@ nlohmann::json bert_config(const ModelConfig& c) {
           {"tie_word_embeddings", c.share != SharedEmbeddings::kNone},
           {"pad_token_id", kPad},
           {"torch_dtype", "float32"}};
+}
+
+nlohmann::json bert_config(const ModelConfig& c) {
+  auto j = bert_lm_config(c);
+  if (c.classifier()) {
+    j["architectures"] = {"BertForSequenceClassification"};
+    j["num_labels"] = c.classes;
+    j["problem_type"] = "single_label_classification";
+  }
+  return j;
 }
 
 nlohmann::json gpt2_config(const ModelConfig& c) {

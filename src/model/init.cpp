@@ -228,6 +228,33 @@ void init_decoder_only(DecoderOnlyImpl& model, const data::Batch* profile) {
   if (c.scheme.init == InitMethod::kAdminProfile) run_admin_profile(model, {model.decoder->admin_profile.get()}, *profile);
 }
 
+namespace {
+
+void init_head_linear(const torch::nn::Linear& linear, const ModelConfig& c) {
+  if (normal_002(c))
+    normal_linear(linear, kGpt2Std);
+  else
+    xavier(linear, 1.0);
+}
+
+void init_lm_head(MaskedLmHeadImpl& head, const ModelConfig& c) {
+  init_head_linear(head.dense, c);
+  if (head.weight.defined()) {  // --share none: an output projection of its own
+    if (normal_002(c))
+      init::normal_(head.weight, 0.0, kGpt2Std);
+    else
+      init_embedding(head.weight, false, c.embed_init);
+  }
+  head.bias.zero_();
+}
+
+}  // namespace
+
+void init_classification_head(ClassificationHeadImpl& head, const ModelConfig& c) {
+  init_head_linear(head.dense, c);
+  init_head_linear(head.out_proj, c);
+}
+
 void init_encoder_only(EncoderOnlyImpl& model, const data::Batch* profile) {
   const auto& c = model.config();
   check_profile(c, profile);
@@ -238,18 +265,10 @@ void init_encoder_only(EncoderOnlyImpl& model, const data::Batch* profile) {
     else
       init_encoder(model.encoder, c);
     init_positions(model.encoder->segment_embeddings, c);  // segments as learned positions
-    auto& head = *model.lm_head;
-    if (normal_002(c))
-      normal_linear(head.dense, kGpt2Std);
+    if (model.classification_head)
+      init_classification_head(*model.classification_head, c);
     else
-      xavier(head.dense, 1.0);
-    if (head.weight.defined()) {  // --share none: an output projection of its own
-      if (normal_002(c))
-        init::normal_(head.weight, 0.0, kGpt2Std);
-      else
-        init_embedding(head.weight, false, c.embed_init);
-    }
-    head.bias.zero_();
+      init_lm_head(*model.lm_head, c);
   }
   if (c.scheme.init == InitMethod::kAdminProfile) run_admin_profile(model, {model.encoder->admin_profile.get()}, *profile);
 }

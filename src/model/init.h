@@ -24,6 +24,10 @@ void init_decoder_only(DecoderOnlyImpl& model, const data::Batch* profile);
 // single-stack constants (or BERT's init), segment vectors as learned positions, the LM head's
 // dense layer Xavier (N(0, 0.02) under BERT's and GPT-2's inits), its bias 0.
 void init_encoder_only(EncoderOnlyImpl& model, const data::Batch* profile);
+// A classification head (encoder_only.h): dense and out_proj N(0, 0.02) under BERT's and GPT-2's
+// inits (fairseq's init_bert_params, Hugging Face's _init_weights), else Xavier-uniform; biases
+// 0. Call under torch::NoGradGuard.
+void init_classification_head(ClassificationHeadImpl& head, const ModelConfig& c);
 
 // Admin profiling alone (REFERENCE §1): one training-mode forward on `batch` (its src and
 // prev_output_tokens) that sets every omega.

@@ -45,6 +45,7 @@ std::vector<MetricsRecord> read_metrics(const std::string& path) {
     r.valid_loss = number(j, "valid_loss");
     r.valid_nll = number(j, "valid_nll");
     r.valid_bleu = number(j, "valid_bleu");
+    r.valid_accuracy = number(j, "valid_accuracy");
     r.test_loss = number(j, "test_loss");
     r.init_valid_loss = number(j, "init_valid_loss");
     r.validation = j.contains("valid_loss");
@@ -93,7 +94,7 @@ std::map<std::string, double> cell_metrics(const CellResult& cell) {
   m["wall_s"] = cell.wall_s;
   const auto records = read_metrics(cell.dir + "/metrics.jsonl");
   const bool diverged = cell.status == "diverged";
-  double best_loss = kInf, best_bleu = -kInf;
+  double best_loss = kInf, best_bleu = -kInf, best_accuracy = -kInf;
   const MetricsRecord* last_valid = nullptr;
   const MetricsRecord* last_train = nullptr;
   for (const auto& r : records) {
@@ -101,6 +102,7 @@ std::map<std::string, double> cell_metrics(const CellResult& cell) {
       last_valid = &r;
       if (r.valid_loss < best_loss) best_loss = r.valid_loss;
       if (!std::isnan(r.valid_bleu) && r.valid_bleu > best_bleu) best_bleu = r.valid_bleu;
+      if (!std::isnan(r.valid_accuracy) && r.valid_accuracy > best_accuracy) best_accuracy = r.valid_accuracy;
     } else if (!r.diverged && !std::isnan(r.loss) && std::isnan(r.test_loss)) {
       last_train = &r;
     }
@@ -116,6 +118,10 @@ std::map<std::string, double> cell_metrics(const CellResult& cell) {
     if (best_bleu > -kInf) {
       m["best_valid_bleu"] = best_bleu;
       m["final_valid_bleu"] = diverged ? 0.0 : last_valid->valid_bleu;
+    }
+    if (best_accuracy > -kInf) {  // a classifier's (a diverged one's final accuracy is chance's or worse: 0)
+      m["best_valid_accuracy"] = best_accuracy;
+      m["final_valid_accuracy"] = diverged ? 0.0 : last_valid->valid_accuracy;
     }
   } else if (diverged) {
     m["final_valid_loss"] = kInf;

@@ -25,6 +25,7 @@ struct MetricsRecord {
   int64_t step = 0, epoch = 0;
   double loss, grad_norm, lr;                     // training records
   double valid_loss, valid_nll, valid_bleu;       // validation records
+  double valid_accuracy;                          // a classifier's validation records
   double test_loss;                               // the final test record (train --test)
   double init_valid_loss;                         // the initial model's (train --valid-at-init)
   bool validation = false, diverged = false;      // kind of record
@@ -38,8 +39,9 @@ std::vector<MetricsRecord> read_metrics(const std::string& path);
 CellResult read_cell(const std::string& cells_dir, const std::string& name);
 
 // The named scalar measurements of a cell (docs/recipes.md#metrics): final_valid_loss,
-// best_valid_loss, final_valid_bleu, best_valid_bleu, final_valid_ppl, final_loss, test_loss,
-// epochs, steps, wall_s; a diverged cell's final losses are +inf and its final BLEU 0. Absent when
+// best_valid_loss, final_valid_bleu, best_valid_bleu, final_valid_accuracy, best_valid_accuracy,
+// final_valid_ppl, final_loss, test_loss, epochs, steps, wall_s; a diverged cell's final losses
+// are +inf and its final BLEU and accuracy 0. Absent when
 // the cell did not measure it.
 std::map<std::string, double> cell_metrics(const CellResult& cell);
 

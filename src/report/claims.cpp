@@ -28,7 +28,7 @@ struct Value {
 };
 
 const std::set<std::string> kMetrics = {"final_valid_loss", "best_valid_loss", "final_valid_bleu",
-                                        "best_valid_bleu", "final_valid_ppl", "final_loss", "test_loss", "init_valid_loss",
+                                        "best_valid_bleu", "final_valid_accuracy", "best_valid_accuracy", "final_valid_ppl", "final_loss", "test_loss", "init_valid_loss",
                                         "epochs", "steps", "wall_s"};
 
 std::string show(double x) {

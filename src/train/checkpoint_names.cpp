@@ -40,4 +40,23 @@ std::vector<std::string> last_checkpoints(const std::string& dir, int count, boo
   return out;
 }
 
+std::string update_checkpoint_path(const std::string& dir, int64_t update) {
+  if (!fs::is_directory(dir)) throw std::invalid_argument(dir + ": not a folder of checkpoints");
+  std::vector<int64_t> updates;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    const auto name = entry.path().filename().string();
+    const auto key = numbered_checkpoint(name, /*by_update=*/true);
+    if (key && *key == update) return entry.path().string();
+    if (key) updates.push_back(*key);
+  }
+  std::sort(updates.begin(), updates.end());
+  std::string have;
+  for (auto u : updates) have += (have.empty() ? "" : ", ") + std::to_string(u);
+  throw std::invalid_argument(dir + ": no checkpoint of update " + std::to_string(update) + " (checkpoint_<E>_" +
+                              std::to_string(update) + ".pt; " +
+                              (have.empty() ? std::string("it has none; train with --save-interval-updates")
+                                            : "it has updates " + have) +
+                              ")");
+}
+
 }  // namespace normlab::train

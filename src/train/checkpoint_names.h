@@ -22,4 +22,8 @@ std::optional<int64_t> numbered_checkpoint(const std::string& filename, bool by_
 // it. Throws std::invalid_argument naming the folder when it holds fewer.
 std::vector<std::string> last_checkpoints(const std::string& dir, int count, bool by_update, int64_t upper_bound);
 
+// The checkpoint_<E>_<U>.pt of `dir` with U = `update` (train --init-from-update). Throws
+// std::invalid_argument naming the folder, and the updates it has, when there is none.
+std::string update_checkpoint_path(const std::string& dir, int64_t update);
+
 }  // namespace normlab::train

@@ -2,7 +2,6 @@
 
 #include <torch/torch.h>
 
-#include "core/tokens.h"
 
 namespace normlab::train {
 
@@ -23,7 +22,8 @@ CorpusLoss corpus_loss(model::Model model, const Corpus& corpus, const data::Bat
     sums.nll += l.sums.nll.item<double>();
     sums.tokens += l.sums.tokens;
     const auto target = b.target.to(l.logits.device());
-    sums.correct += l.logits.argmax(-1).eq(target).logical_and(target.ne(kPad)).sum().item<int64_t>();
+    const auto predicted = target.ne(model::target_padding(model->config()));
+    sums.correct += l.logits.argmax(-1).eq(target).logical_and(predicted).sum().item<int64_t>();
   }
   model->train(was_training);
   return sums;

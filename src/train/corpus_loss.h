@@ -15,7 +15,7 @@ namespace normlab::train {
 struct CorpusLoss {
   double loss = 0, nll = 0;  // summed over target tokens (</s> included), nats
   int64_t tokens = 0;
-  int64_t correct = 0;       // target tokens that are the logits' argmax (a masked LM's accuracy)
+  int64_t correct = 0;       // target tokens that are the logits' argmax (a masked LM's or a classifier's accuracy)
 };
 
 // The examples corpus.kept, gathered as gather() does (an encoder's with epoch 0's masks), batched

@@ -11,7 +11,8 @@ std::vector<std::string> LossOptions::problems() const { return loss_options().p
 
 BatchLoss loss(model::Model model, const data::Batch& batch, const LossOptions& options) {
   auto logits = model->forward(batch);  // (B,T,V)
-  auto sums = label_smoothed_nll(logits, batch.target.to(logits.device()), options.label_smoothing, options.formula, kPad,
+  auto sums = label_smoothed_nll(logits, batch.target.to(logits.device()), options.label_smoothing, options.formula,
+                                 model::target_padding(model->config()),
                                  options.z_loss);
   return {std::move(sums), std::move(logits)};
 }

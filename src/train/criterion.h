@@ -30,7 +30,8 @@ struct BatchLoss {
 
 // The forward of the model's kind on `batch` (model.h: the kind reads its fields, on the
 // device of its parameters) in its current mode (dropout) and autograd mode, then
-// label_smoothed_nll against the batch's target with `options`, padding kPad.
+// label_smoothed_nll against the batch's target with `options`, padding model::target_padding
+// (kPad; a classifier's targets have none).
 BatchLoss loss(model::Model model, const data::Batch& batch, const LossOptions& options);
 
 }  // namespace normlab::train

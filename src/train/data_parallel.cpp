@@ -28,11 +28,12 @@ void DataParallel::in_turn(const std::function<void()>& f) const {
 
 Sums DataParallel::all_reduced(const Sums& s) const {
   if (group_.size() == 1) return s;
-  auto t = torch::tensor({s.loss, s.nll, static_cast<double>(s.tokens), static_cast<double>(s.out_of_time)},
+  auto t = torch::tensor({s.loss, s.nll, static_cast<double>(s.tokens), static_cast<double>(s.out_of_time),
+                          static_cast<double>(s.correct)},
                          torch::kDouble);
   group_.all_reduce_sum(t);
   return {t[0].item<double>(), t[1].item<double>(), static_cast<int64_t>(t[2].item<double>()),
-          static_cast<int64_t>(t[3].item<double>())};
+          static_cast<int64_t>(t[3].item<double>()), static_cast<int64_t>(t[4].item<double>())};
 }
 
 void DataParallel::attach(const std::vector<torch::Tensor>& params, double bucket_cap_mb, bool broadcast) {

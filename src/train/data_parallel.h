@@ -23,6 +23,7 @@ struct Sums {
   double loss = 0, nll = 0;
   int64_t tokens = 0;
   int64_t out_of_time = 0;  // ranks whose clock passed --stop-time-hours (summed with the rest)
+  int64_t correct = 0;      // validation: targets that are the logits' argmax (corpus_loss.h)
 };
 
 class DataParallel {

@@ -6,12 +6,20 @@
 
 namespace normlab::train {
 
-nlohmann::json validation_record(const Position& pos, const Sums& v, double wall_s, bool end_of_epoch) {
+namespace {
+
+double accuracy_of(const Sums& s) { return static_cast<double>(s.correct) / static_cast<double>(s.tokens); }
+
+}  // namespace
+
+nlohmann::json validation_record(const Position& pos, const Sums& v, double wall_s, bool end_of_epoch,
+                                 bool accuracy) {
   const double valid_nll = v.nll / v.tokens;
   nlohmann::json record = {{"step", pos.update},          {"epoch", pos.epoch},
                            {"valid_loss", v.loss / v.tokens}, {"valid_nll", valid_nll},
                            {"valid_ppl", std::exp(valid_nll)}, {"valid_tokens", v.tokens},
                            {"wall_s", wall_s}};
+  if (accuracy) record["valid_accuracy"] = accuracy_of(v);
   if (!end_of_epoch) record["mid_epoch"] = true;
   return record;
 }
@@ -22,6 +30,7 @@ std::string validation_line(const Position& pos, const Sums& v, bool end_of_epoc
   std::ostringstream line;
   line << std::fixed << std::setprecision(3) << "epoch " << pos.epoch << (end_of_epoch ? "" : " (mid-epoch)")
        << " | valid loss " << v.loss / v.tokens << " | nll " << valid_nll << " | ppl " << std::exp(valid_nll);
+  if (record.contains("valid_accuracy")) line << " | accuracy " << record.at("valid_accuracy").get<double>();
   if (record.contains("valid_bleu")) line << " | bleu " << std::setprecision(2) << record.at("valid_bleu").get<double>();
   line << (best ? " | best" : "");
   return line.str();
@@ -38,19 +47,22 @@ std::string init_valid_line(const Sums& v) {
   return line.str();
 }
 
-nlohmann::json test_record(const Position& pos, const Sums& t) {
-  return {{"step", pos.update},
-          {"epoch", pos.completed_epoch()},
-          {"test_loss", t.loss / t.tokens},
-          {"test_nll", t.nll / t.tokens},
-          {"test_ppl", std::exp(t.nll / t.tokens)},
-          {"test_tokens", t.tokens}};
+nlohmann::json test_record(const Position& pos, const Sums& t, bool accuracy) {
+  nlohmann::json record = {{"step", pos.update},
+                           {"epoch", pos.completed_epoch()},
+                           {"test_loss", t.loss / t.tokens},
+                           {"test_nll", t.nll / t.tokens},
+                           {"test_ppl", std::exp(t.nll / t.tokens)},
+                           {"test_tokens", t.tokens}};
+  if (accuracy) record["test_accuracy"] = accuracy_of(t);
+  return record;
 }
 
-std::string test_line(const std::string& prefix, const Sums& t) {
+std::string test_line(const std::string& prefix, const Sums& t, bool accuracy) {
   std::ostringstream line;
   line << std::fixed << std::setprecision(3) << "test (" << prefix << ", final model) | loss " << t.loss / t.tokens
        << " | nll " << t.nll / t.tokens << " | ppl " << std::exp(t.nll / t.tokens);
+  if (accuracy) line << " | accuracy " << accuracy_of(t);
   return line.str();
 }
 

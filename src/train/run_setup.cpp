@@ -12,6 +12,8 @@
 #include "data/batching.h"
 #include "data/cache.h"
 #include "data/text_stream.h"
+#include "train/checkpoint_names.h"
+#include "model/encoder_only.h"
 #include "model/model.h"
 #include "model/seq2seq.h"
 #include "model/stacking.h"
@@ -19,15 +21,24 @@
 namespace normlab::train {
 namespace fs = std::filesystem;
 
+std::string init_from_file(const InitFromConfig& init_from) {
+  if (init_from.update == 0) return init_from.checkpoint;
+  return update_checkpoint_path(init_from.checkpoint, init_from.update);
+}
+
 std::optional<model::LoadedModel> load_init_from(TrainConfig& c) {
   if (c.init_from.checkpoint.empty()) return std::nullopt;
-  auto base = model::load_model(c.init_from.checkpoint);
-  if (!base.extra_tensors.count(model::kVocabTensor))
-    throw std::invalid_argument("--init-from " + c.init_from.checkpoint +
-                                ": holds no vocabulary (not a checkpoint of normlab train)");
+  const auto file = init_from_file(c.init_from);
+  auto base = model::load_model(file);
   const auto& trained = base.model->config();
+  if (c.init_from.classes > 0 && trained.kind != model::kEncoderOnly)
+    throw std::invalid_argument("--num-classes with --init-from " + file + ": a classifier is fine-tuned from an " +
+                                model::kEncoderOnly + " model, not " + trained.kind);
+  if (!base.extra_tensors.count(model::kVocabTensor))
+    throw std::invalid_argument("--init-from " + file + ": holds no vocabulary (not a checkpoint of normlab train)");
   core::throw_if_problems(model::added_layer_problems(trained, c.init_from.added));
   c.model = model::grown_config(trained, c.init_from.added);
+  if (c.init_from.classes > 0) c.model.classes = c.init_from.classes;
   c.model.src_vocab_size = c.model.tgt_vocab_size = 0;  // from the vocabulary, as for every run
   return base;
 }
@@ -56,7 +67,9 @@ std::string run_vocab(const TrainConfig& c, RunDir& dir, const model::LoadedMode
     const auto t0 = std::chrono::steady_clock::now();
     const auto bytes = !c.model.single_stack()
                            ? data::train_vocab_on_corpus(c.train_prefix, c.src_lang, c.tgt_lang, c.vocab)
-                           : data::train_vocab(data::read_text_for_vocab(c.train_prefix), c.vocab);
+                           : data::train_vocab(c.model.classifier() ? classification_texts(c.train_prefix)
+                                                                    : data::read_text_for_vocab(c.train_prefix),
+                                               c.vocab);
     data::save_vocab(bytes, vocab_dir.string());
     dir.line(
         "normlab train: trained a " + std::to_string(c.vocab.vocab_size) + "-piece BPE vocabulary in " +
@@ -69,8 +82,24 @@ std::string run_vocab(const TrainConfig& c, RunDir& dir, const model::LoadedMode
 
 namespace {
 
+// A classifier on the trained encoder (encoder_only.h's classifier_from), its event recorded.
+model::Model classifier_model(const TrainConfig& c, const model::LoadedModel& base, RunDir& dir) {
+  const auto made = model::classifier_from(model::as_encoder_only(base.model, "--init-from"), c.model.classes, c.seed);
+  const nlohmann::json event = {{"event", "init_from"},     {"update", 0},
+                                {"checkpoint", init_from_file(c.init_from)},
+                                {"num_classes", c.model.classes}, {"copied", made.copied.size()},
+                                {"initialised", made.initialised}, {"dropped", made.dropped}};
+  dir.record(event);
+  dir.line("normlab train: a " + std::to_string(c.model.classes) + "-class classifier on " +
+           init_from_file(c.init_from) + ": " + std::to_string(made.copied.size()) + " tensors copied, " +
+           std::to_string(made.initialised.size()) + " initialised, " + std::to_string(made.dropped.size()) +
+           " left behind");
+  return made.model;
+}
+
 // DT-Fixup's mu is over the training data (the authors': every training example, eval mode).
 model::Model grown_model(const TrainConfig& c, const model::LoadedModel& base, const Corpus& train, RunDir& dir) {
+  if (c.model.classifier()) return classifier_model(c, base, dir);
   std::vector<data::Batch> batches;
   for (const auto& b : data::make_batches(train.sizes, train.kept, c.batching, c.seed, 1))
     batches.push_back(gather(train, b));
@@ -118,8 +147,10 @@ std::vector<double> pretrained_lr_scales(const TrainConfig& c, const NamedTensor
   trained.encoder_layers -= c.init_from.added.encoder;
   trained.decoder_layers -= c.init_from.added.decoder;
   std::vector<double> scales;
-  for (const auto& [name, p] : named)
-    scales.push_back(model::is_added_parameter(name, trained) ? 1.0 : c.init_from.pretrained_lr_scale);
+  for (const auto& [name, p] : named) {
+    const bool new_head = c.init_from.classes > 0 && name.rfind("classification_head.", 0) == 0;
+    scales.push_back(new_head || model::is_added_parameter(name, trained) ? 1.0 : c.init_from.pretrained_lr_scale);
+  }
   return scales;
 }
 

@@ -21,8 +21,11 @@ class ProcessGroup;
 
 namespace normlab::train {
 
+// The checkpoint file --init-from names: the file itself, or with --init-from-update U the folder's
+// checkpoint_<E>_<U>.pt (checkpoint_names.h's update_checkpoint_path).
+std::string init_from_file(const InitFromConfig& init_from);
 // --init-from: the trained model (its vocabulary too); `c.model` becomes the grown model's
-// configuration. Nothing without --init-from.
+// configuration (with --num-classes a classifier's). Nothing without --init-from.
 std::optional<model::LoadedModel> load_init_from(TrainConfig& c);
 
 // The position of a resumed run; throws std::invalid_argument when RUN_DIR holds a different

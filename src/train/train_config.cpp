@@ -17,6 +17,7 @@ std::vector<std::string> InitFromConfig::problems() const {
     if (added.encoder > 0 || added.decoder > 0)
       out.push_back("--add-encoder-layers/--add-decoder-layers add layers to a trained model: give --init-from CKPT");
     if (pretrained_lr_scale != 1.0) out.push_back("--pretrained-lr-scale needs --init-from CKPT");
+    if (update != 0) out.push_back("--init-from-update U picks a checkpoint of a folder: give --init-from DIR");
     if (added.init != model::AddedLayerInit::kXavier)
       out.push_back("--init " + model::to_string(added.init) +
                     " initialises layers added to a trained model: give --init-from CKPT and --add-encoder-layers "
@@ -31,12 +32,13 @@ namespace {
 std::vector<std::string> model_kind_problems(const TrainConfig& c) {
   std::vector<std::string> out;
   const auto& kind = c.model.kind;
-  const bool masked = kind == model::kEncoderOnly;
+  const bool masked = kind == model::kEncoderOnly && !c.model.classifier();
   const data::MaskingConfig fairseq;
   if (!masked && (c.masking.mask_prob != fairseq.mask_prob || c.masking.leave_unmasked_prob != fairseq.leave_unmasked_prob ||
                   c.masking.random_token_prob != fairseq.random_token_prob))
     out.push_back("--mask-prob, --leave-unmasked-prob and --random-token-prob apply to --model-kind " +
-                  std::string(model::kEncoderOnly) + ", not " + kind);
+                  std::string(model::kEncoderOnly) + ", not " +
+                  (c.model.classifier() ? "a classifier" : kind));
   if (masked)
     for (auto& p : c.masking.problems()) out.push_back(p);
   if (!c.model.single_stack()) {
@@ -91,11 +93,12 @@ void to_json(nlohmann::json& j, const TrainConfig& c) {
   j = train_options().to_json(c);
   j["model"] = c.model;
   j["precision"] = model::to_string(c.precision);
-  if (c.model.kind != model::kEncoderOnly) j.erase("masking");
+  if (c.model.kind != model::kEncoderOnly || c.model.classifier()) j.erase("masking");  // a masked LM's
   if (c.init_from.checkpoint.empty())
     j.erase("init_from");
   else
     j["init_from"]["init"] = model::to_string(c.init_from.added.init);
+  if (c.init_from.classes > 0) j["init_from"]["num_classes"] = c.init_from.classes;
 }
 
 std::vector<std::string> incompatible_changes(const nlohmann::json& saved, const nlohmann::json& now) {

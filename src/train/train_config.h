@@ -25,10 +25,15 @@ namespace normlab::train {
 
 // --init-from: fine-tuning a trained normlab model, with layers added on top of its stacks
 // (docs/training.md, "Layers on a trained model"; model/stacking.h).
+// Also fine-tuning a classifier on a trained encoder-only model (--num-classes; docs/finetune.md).
 struct InitFromConfig {
   std::string checkpoint;          // empty: a model of `model`, freshly initialised
+  int64_t update = 0;              // > 0: `checkpoint` is a checkpoints folder, its checkpoint_<E>_<update>.pt
   model::AddedLayers added;        // --add-encoder-layers, --add-decoder-layers, --init
   double pretrained_lr_scale = 1;  // the trained parameters' lr multiplier (0: frozen)
+  // --num-classes K (a command line's model flag, recorded here): a classification head of K
+  // classes on the checkpoint's encoder; 0: the checkpoint's own head.
+  int64_t classes = 0;
   std::vector<std::string> problems() const;  // every problem, naming the option
 };
 

@@ -8,6 +8,7 @@
 #include "core/tokens.h"
 #include "data/batching.h"
 #include "data/cache.h"
+#include "data/classification.h"
 #include "data/corpus.h"
 #include "data/text_stream.h"
 #include "train/train_config.h"
@@ -17,6 +18,7 @@ namespace normlab::train {
 Corpus load_corpus(const std::string& prefix, const TrainConfig& c, const data::Vocab& vocab,
                    const std::string& cache_dir, bool training, const std::function<void(const std::string&)>& log) {
   if (c.model.kind == model::kDecoderOnly) return load_text_corpus(prefix, vocab, c.text_block_size(), log);
+  if (c.model.classifier()) return load_classification_corpus(prefix, vocab, c.model, log);
   if (c.model.kind == model::kEncoderOnly) {
     auto corpus = load_text_corpus(prefix, vocab, c.text_block_size(), log, data::Layout::kMaskedBlocks);
     corpus.masking = CorpusMasking{c.masking, mask_tokens(vocab), c.seed};
@@ -74,6 +76,64 @@ Corpus load_text_corpus(const std::string& path, const data::Vocab& vocab, int64
     << " tokens after the last block left out)";
   log(s.str());
   return corpus;
+}
+
+namespace {
+
+// <s> A </s> [B </s>] of one example, its texts' white space normalised as text files' lines are.
+data::Sentence classifier_input(const data::ClassificationExample& e, const data::Vocab& vocab) {
+  data::Sentence row{kBos};
+  for (const auto* text : {&e.a, &e.b}) {
+    if (text->empty()) continue;
+    const auto ids = vocab.encode(data::normalize_whitespace(*text));
+    row.insert(row.end(), ids.begin(), ids.end());
+    row.push_back(kEos);
+  }
+  return row;
+}
+
+}  // namespace
+
+Corpus load_classification_corpus(const std::string& path, const data::Vocab& vocab, const model::ModelConfig& model,
+                                  const std::function<void(const std::string&)>& log) {
+  const auto examples = data::read_classification_file(path);
+  Corpus corpus;
+  corpus.files = {path};
+  corpus.layout = data::Layout::kClassify;
+  std::vector<int64_t> counts(static_cast<size_t>(model.classes), 0);
+  size_t longest = 0;
+  for (const auto& e : examples) {
+    const auto where = path + ":" + std::to_string(e.line) + ": ";
+    if (e.label >= model.classes)
+      throw std::invalid_argument(where + "label " + std::to_string(e.label) + ", but the classifier has " +
+                                  std::to_string(model.classes) + " classes (--num-classes)");
+    auto row = classifier_input(e, vocab);
+    if (static_cast<int64_t>(row.size()) > model.max_positions)
+      throw std::invalid_argument(where + std::to_string(row.size()) + " tokens (<s> and </s> included), more than " +
+                                  "the model's --max-positions " + std::to_string(model.max_positions));
+    longest = std::max(longest, row.size());
+    ++counts[static_cast<size_t>(e.label)];
+    corpus.src.push_back(std::move(row));
+    corpus.tgt.push_back({e.label});
+  }
+  corpus.sizes = data::example_sizes(corpus.src, corpus.tgt, corpus.layout);
+  corpus.kept.resize(corpus.src.size());
+  std::iota(corpus.kept.begin(), corpus.kept.end(), 0);
+  std::ostringstream s;
+  s << path << ": " << examples.size() << " examples (" << (examples.front().b.empty() ? "sentences" : "pairs")
+    << "; per class";
+  for (auto n : counts) s << " " << n;
+  s << "), the longest " << longest << " tokens";
+  log(s.str());
+  return corpus;
+}
+
+std::vector<std::string> classification_texts(const std::string& path) {
+  std::vector<std::string> texts;
+  for (const auto& e : data::read_classification_file(path))
+    for (const auto* text : {&e.a, &e.b})
+      if (!text->empty()) texts.push_back(data::normalize_whitespace(*text));
+  return texts;
 }
 
 data::MaskTokens mask_tokens(const data::Vocab& vocab) {

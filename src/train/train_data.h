@@ -11,6 +11,7 @@
 #include "data/batch.h"
 #include "data/masking.h"
 #include "data/vocab.h"
+#include "model/config.h"
 
 namespace normlab::train {
 
@@ -48,6 +49,16 @@ Corpus load_corpus(const std::string& prefix, const TrainConfig& c, const data::
 Corpus load_text_corpus(const std::string& path, const data::Vocab& vocab, int64_t block_size,
                         const std::function<void(const std::string&)>& log,
                         data::Layout layout = data::Layout::kBlocks);
+
+// A classifier's examples (data/classification.h's TSV): <s> A </s> or <s> A </s> B </s>, each
+// with its class id; every example kept, layout kClassify. `log` gets one line: examples, per
+// class, the longest. Throws std::invalid_argument naming FILE:LINE for a label outside the
+// model's classes and for an example longer than its max_positions (never truncated).
+Corpus load_classification_corpus(const std::string& path, const data::Vocab& vocab, const model::ModelConfig& model,
+                                  const std::function<void(const std::string&)>& log);
+// The texts of a classifier's TSV (A and B of each example), what a new classifier's vocabulary
+// is trained on.
+std::vector<std::string> classification_texts(const std::string& path);
 
 // What an encoder-only model of the vocabulary `vocab` masks with: <mask> after its last piece
 // (model::model_vocab_size), replacements among its ordinary pieces.

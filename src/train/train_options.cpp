@@ -144,10 +144,15 @@ const core::OptionTable<InitFromConfig>& init_from_options() {
     core::OptionTable<InitFromConfig> t;
     t.group("A trained model with layers added (docs/training.md)");
     t.add("--init-from", "checkpoint", &InitFromConfig::checkpoint,
-          "start from this normlab checkpoint (its model and vocabulary; no other model flag but --init)");
+          "start from this normlab checkpoint (its model and vocabulary; no other model flag but --init and "
+          "--num-classes, a classifier's head on its encoder), or with --init-from-update a checkpoints folder");
+    t.add("--init-from-update", "update", &InitFromConfig::update,
+          "--init-from is a checkpoints folder: start from its checkpoint_<E>_<U>.pt of update U (0: off)",
+          at_least(0));
     t.add_part(&InitFromConfig::added, added_layers_options(), "");
     t.add("--pretrained-lr-scale", "pretrained_lr_scale", &InitFromConfig::pretrained_lr_scale,
           "the checkpoint's parameters train at this multiple of --lr (0: frozen)", finite(at_least(0)));
+
     return t;
   }();
   return table;

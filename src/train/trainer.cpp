@@ -149,7 +149,7 @@ bool Trainer::stop_after(const Sums& sums) {
 // before it resumes from the previous checkpoint and writes both records again.
 void Trainer::validate_and_save(bool end_of_epoch, bool last) {
   const auto v = validate(valid_);
-  auto record = validation_record(pos_, v, wall(), end_of_epoch);
+  auto record = validation_record(pos_, v, wall(), end_of_epoch, c_.model.classifier());
   each([&](TrainCallback& cb) { cb.validation_done(record); });
   const double valid_loss = v.loss / v.tokens, bleu = record.value("valid_bleu", -1.0);
   const bool best =
@@ -176,7 +176,7 @@ void Trainer::validate_and_save(bool end_of_epoch, bool last) {
 // Every rank takes every WORLD_SIZE-th batch of the corpus; the sums are all ranks'.
 Sums Trainer::validate(const Corpus& corpus) {
   const auto l = corpus_loss(net_, corpus, c_.batching, c_.seed, c_.loss, dp_.shard());
-  return dp_.all_reduced({l.loss, l.nll, l.tokens});
+  return dp_.all_reduced({l.loss, l.nll, l.tokens, 0, l.correct});
 }
 
 // Every rank's dropout stream (a collective), then rank 0 writes the checkpoints.
@@ -193,7 +193,7 @@ void Trainer::save(const std::vector<std::string>& names) {
 
 void Trainer::test() {
   const auto t = validate(load(c_.test_prefix, /*training=*/false));
-  event(test_record(pos_, t), test_line(c_.test_prefix, t));
+  event(test_record(pos_, t, c_.model.classifier()), test_line(c_.test_prefix, t, c_.model.classifier()));
 }
 
 // A record of metrics.jsonl and its progress line.

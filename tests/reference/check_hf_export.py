@@ -11,6 +11,9 @@ cross-entropy must equal `normlab score`'s nll (relative 1e-5). Decoder-only lin
   sinusoid-gelu  sinusoidal positions (written as wpe), erf GELU, --no-scale-embedding, untied
   bert-tied      encoder-only Post-LN --form bert (BERT's embedding, GELU, BERT's init), tied head
   bert-untied    the same with an untied head and GELU-tanh (hidden_act gelu_new)
+  bert-classifier  the same with a 3-class classification head (--num-classes 3), loaded as
+                 BertForSequenceClassification; rows `<s> A </s> B </s>` with token types 1 after
+                 the first </s>, and `normlab score`'s nll against transformers' cross entropy
 A fairseq-form model (tokens x sqrt(C)), a Post-LN decoder-only one, a Pre-LN encoder-only one
 and an encoder-only one in fairseq's form are refused with one line, exit 2.
 """
@@ -23,7 +26,7 @@ import sys
 from pathlib import Path
 
 import torch
-from transformers import BertForMaskedLM, GPT2LMHeadModel
+from transformers import BertForMaskedLM, BertForSequenceClassification, GPT2LMHeadModel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from reference_model import ReferenceTransformer, load_weights  # noqa: E402
@@ -44,6 +47,7 @@ REFUSED = {
     "bert-pre-ln": (ENCODER + ["--scheme", "pre-ln", "--form", "bert"], "norm placement pre (BERT is post)"),
     "bert-fairseq-form": (ENCODER + ["--scheme", "post-ln"], "sinusoidal positions (BERT learns them"),
 }
+CLASSIFIER = ENCODER + ["--scheme", "post-ln", "--form", "bert", "--num-classes", 3]
 LOGIT_TOLERANCE = 1e-5
 NLL_TOLERANCE = 1e-5
 
@@ -122,6 +126,42 @@ def check_case(args, name, flags, lines):
     return failures
 
 
+def check_classifier(args, lines):
+    """transformers' BertForSequenceClassification on normlab's export, against `normlab score` of a
+    classifier: rows A </s> B </s> (pairs of the random lines) and one class id each."""
+    work = args.workdir / "bert-classifier"
+    work.mkdir(parents=True, exist_ok=True)
+    checkpoint = work / "model.ckpt"
+    run(args.normlab, "init", *SIZES, *CLASSIFIER, "--out", checkpoint)
+    run(args.normlab, "export", "--checkpoint", checkpoint, "--format", "hf", "--out", work / "hf")
+    hf = BertForSequenceClassification.from_pretrained(work / "hf").eval()
+    pairs = [(lines[0], lines[1]), (lines[2], []), (lines[1], lines[2]), (lines[3][:8], lines[0])]
+    given = [a + [EOS] + (b + [EOS] if b else []) for a, b in pairs]
+    labels = [[i % 3] for i in range(len(given))]
+    score = json.loads([line for line in run(args.normlab, "score", "--checkpoint", checkpoint,
+                                             "--src-ids", write_ids(work / "a.ids", [a for a, _ in pairs]),
+                                             "--second-ids", write_ids(work / "b.ids", [b for _, b in pairs]),
+                                             "--tgt-ids", write_ids(work / "labels.ids", labels),
+                                             "--label-smoothing", 0, "--json").stdout.splitlines()
+                        if line.startswith("{")][-1])
+    nll = 0.0
+    with torch.no_grad():
+        for row, label in zip(given, labels):
+            ids = [BOS] + row
+            first_eos = ids.index(EOS)
+            types = [0 if j <= first_eos else 1 for j in range(len(ids))]
+            logits = hf(torch.tensor([ids]), token_type_ids=torch.tensor([types])).logits[0]
+            nll += torch.nn.functional.cross_entropy(logits.double()[None], torch.tensor(label)).item()
+    failures = []
+    error = abs(score["nll"] - nll) / nll
+    if error > NLL_TOLERANCE or score["tokens"] != len(given):
+        failures.append(f"bert-classifier: normlab score nll {score['nll']} over {score['tokens']} examples, "
+                        f"transformers {nll} over {len(given)}: relative error {error:.3g}")
+    print(f"bert-classifier: transformers loaded {sum(p.numel() for p in hf.parameters())} parameters; "
+          f"nll normlab {score['nll']:.6f} transformers {nll:.6f}")
+    return failures
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--normlab", required=True)
@@ -132,6 +172,7 @@ def main():
     failures = []
     for name, flags in CASES.items():
         failures += check_case(args, name, flags, lines)
+    failures += check_classifier(args, lines)
     for name, (flags, message) in REFUSED.items():
         checkpoint = args.workdir / f"{name}.ckpt"
         run(args.normlab, "init", *SIZES, *flags, "--out", checkpoint)
@@ -141,7 +182,8 @@ def main():
             failures.append(f"{name}: expected one line with {message!r}, got {result.stderr!r}")
     if failures:
         sys.exit("FAIL:\n  " + "\n  ".join(failures))
-    print("PASS: transformers' GPT2LMHeadModel and BertForMaskedLM give the reference's logits and normlab's loss")
+    print("PASS: transformers' GPT2LMHeadModel and BertForMaskedLM give the reference's logits and normlab's loss; "
+          "BertForSequenceClassification normlab's classifier loss")
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@
 
 #include "core/tokens.h"
 #include "data/batch.h"
+#include "model/encoder_only.h"
 #include "model/seq2seq.h"
 #include "train/criterion.h"
 #include "../model/tiny_model.h"
@@ -123,6 +124,36 @@ TEST(Criterion, MovesTheBatchToTheModelsDevice) {
   const auto got = train::loss(net, b, train::LossOptions{});
   EXPECT_TRUE(got.logits.is_cuda());
   EXPECT_NEAR(got.sums.loss.item<double>(), cpu, 1e-10 * cpu);
+}
+
+// A classifier's loss: one target per example, class 1 (kPad's id) counted like any other; the
+// logits the head of RoBERTa's form gives on the encoder's output at <s>, computed here from its
+// layers; segment 1 after the first </s>.
+TEST(Criterion, ClassifierCountsEveryClassAndReadsTheFirstPosition) {
+  auto c = test::tiny_config("post-ln");
+  c.kind = model::kEncoderOnly;
+  c.decoder_layers = 0;
+  c.segment_types = 2;
+  c.classes = 3;
+  model::EncoderOnly net(c);
+  net->to(torch::kFloat64);
+  model::initialize(net, 4);
+  net->eval();
+  const std::vector<data::Sentence> rows{{kBos, 5, 6, kEos, 7, 8, 9, kEos}, {kBos, 10, kEos}, {kBos, 11, 12, kEos, 13, kEos}};
+  const std::vector<data::Sentence> labels{{1}, {0}, {2}};
+  const auto b = data::gather_batch(rows, labels, {0, 1, 2}, data::Layout::kClassify);
+  const auto segments = torch::tensor({0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0},
+                                      torch::kInt64).view({3, 8});
+  ASSERT_TRUE(torch::equal(b.segments, segments));
+  const auto got = train::loss(net, b, train::LossOptions{0.0});
+  EXPECT_EQ(got.sums.tokens, 3);
+  auto& head = *net->classification_head;
+  const auto x0 = net->encoder(b.src, segments).out.select(1, 0);  // (B,C)
+  const auto logits = torch::linear(torch::tanh(torch::linear(x0, head.dense->weight, head.dense->bias)),
+                                    head.out_proj->weight, head.out_proj->bias);
+  const auto ce = F::cross_entropy(logits, torch::tensor({1, 0, 2}), F::CrossEntropyFuncOptions().reduction(torch::kSum));
+  EXPECT_NEAR(got.sums.nll.item<double>(), ce.item<double>(), 1e-12);
+  EXPECT_EQ(got.logits.sizes(), (std::vector<int64_t>{3, 1, 3}));
 }
 
 TEST(Criterion, ProblemsNameTheOptions) {

@@ -21,7 +21,7 @@ namespace {
 const std::set<std::string> kFlags = {
     "--train", "--valid", "--test", "--max-length-ratio", "--src", "--tgt", "--vocab-size", "--cache-dir",
     "--max-tokens", "--max-sentences", "--update-freq", "--bucket-cap-mb", "--max-pairs", "--block-size", "--init-from",
-    "--add-encoder-layers", "--add-decoder-layers", "--pretrained-lr-scale", "--optimizer", "--betas", "--eps",
+    "--init-from-update", "--add-encoder-layers", "--add-decoder-layers", "--pretrained-lr-scale", "--optimizer", "--betas", "--eps",
     "--weight-decay", "--momentum", "--nesterov", "--radam-fallback", "--adam-init-v", "--fp16-init-scale",
     "--fp16-scale-window", "--min-loss-scale", "--clip-norm", "--label-smoothing", "--ls-formula", "--z-loss", "--lr",
     "--lr-schedule", "--warmup-steps", "--warmup-init-lr", "--min-lr", "--lr-decay-epochs", "--lr-decay-factor",
@@ -94,9 +94,12 @@ TEST(TrainOptions, ConfigJsonHasTodaysKeys) {
   TrainConfig grown;
   grown.init_from.checkpoint = "a.pt";
   auto with_init = kKeys;
-  for (const char* key : {"init_from.checkpoint", "init_from.add_encoder_layers", "init_from.add_decoder_layers",
-                          "init_from.init", "init_from.pretrained_lr_scale"})
+  for (const char* key : {"init_from.checkpoint", "init_from.update", "init_from.add_encoder_layers",
+                          "init_from.add_decoder_layers", "init_from.init", "init_from.pretrained_lr_scale"})
     with_init.insert(key);
+  EXPECT_EQ(leaves(grown), with_init);
+  grown.init_from.classes = 2;  // --num-classes: a classifier on the checkpoint's encoder
+  with_init.insert("init_from.num_classes");
   EXPECT_EQ(leaves(grown), with_init);
 }
 
@@ -143,6 +146,7 @@ TEST(TrainOptions, AValueOutOfRangeIsOneProblemNamingItsFlag) {
       {"--curvature-steps", [](TrainConfig& c) { c.curvature.steps = 0; }},
       {"--trace-steps", [](TrainConfig& c) { c.trace.steps = -1; }},
       {"--pretrained-lr-scale", [](TrainConfig& c) { c.init_from.pretrained_lr_scale = -1; }},
+      {"--init-from-update", [](TrainConfig& c) { c.init_from.update = -1; }},
   };
   for (const auto& [flag, set] : cases) {
     TrainConfig c;
