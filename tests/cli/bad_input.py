@@ -211,6 +211,15 @@ def main():
          "targets for 3 input tokens in " + w("src.txt") + " (one per input token: the id to predict, or -100)"),
         (["eval-lm", "--checkpoint", w("good.ckpt"), "--text", w("c.en")],
          "needs a decoder-only or encoder-only model, not encoder-decoder"),
+        # Classifiers and their tasks (docs/finetune.md, docs/data.md "Downstream tasks").
+        (["init", "--model-kind", "decoder-only", "--layers", "1", *tiny[:6], "--vocab-size", "20",
+          "--num-classes", "2", "--out", w("x")], "a classification head sits on an encoder-only model"),
+        (["init", "--model-kind", "encoder-only", "--layers", "1", *tiny[:6], "--vocab-size", "20",
+          "--num-classes", "1", "--out", w("x")], "--num-classes must be 0 (no classifier) or at least 2, got 1"),
+        (["finetune", "--train", w("c.en"), "--valid", w("c.en"), "--max-steps", "1", "--out", w("ft")],
+         "finetune needs --init-from CKPT"),
+        (["lm-tasks", "--data", w("no_such_folder"), "--out", w("tasks")], "no such file"),
+        (["lm-tasks", "--data", w("no_such_folder"), "--out", w("tasks"), "--min-words", "0"], "--min-words"),
         # normlab generate: options it would not read, prompts that do not fit (docs/generate.md).
         (["generate", "--checkpoint", w("good.ckpt"), "--ids", "--input", w("src.txt")],
          "normlab generate needs a decoder-only model, not encoder-decoder"),
