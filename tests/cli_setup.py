@@ -29,6 +29,17 @@ def start(*options, add_arguments=None):
     return args, _fresh_workdir(args)
 
 
+def start_lm():
+    """start("data") for the tests on English running text: returns (args, w, DATA/lm); without
+    that folder, prints SKIP's reason and exits with 0."""
+    args, w = start("data")
+    lm = os.path.join(args.data, "lm")
+    if not os.path.isdir(lm):
+        print(f"SKIP: no data at {lm}")
+        sys.exit(0)
+    return args, w, lm
+
+
 def parse_and_prepare(add_arguments=None):
     """start("data") for the tests that train on Multi30k val: returns (args, prefix of
     multi30k/val, w); without the data, prints SKIP's reason and exits with 0."""
@@ -58,6 +69,16 @@ class Checks:
         verdict = f"{len(self.failures)} failures" if self.failures else "ok"
         print(f"{verdict}; {details}" if details else verdict)
         return 1 if self.failures else 0
+
+
+def run(normlab, *argv, expect=0):
+    """Runs `normlab ARGV` (each argument str()-ed), its output captured; exits with FAIL and its
+    stderr unless its exit code is `expect`. Returns the CompletedProcess."""
+    import subprocess
+    r = subprocess.run([normlab, *map(str, argv)], capture_output=True, text=True)
+    if r.returncode != expect:
+        sys.exit(f"FAIL: {' '.join(map(str, argv))} exited {r.returncode}, expected {expect}: {r.stderr}")
+    return r
 
 
 def same_parameters(a, b):

@@ -14,20 +14,13 @@ pages), a tiny masked LM saving a checkpoint every 4 updates, `normlab lm-tasks`
   --num-classes on a checkpoint that is not encoder-only."""
 import json
 import os
-import subprocess
 import sys
 
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import cli_setup  # noqa: E402
-
-
-def run(normlab, *argv, expect=0):
-    r = subprocess.run([normlab, *map(str, argv)], capture_output=True, text=True)
-    if r.returncode != expect:
-        sys.exit(f"FAIL: {' '.join(map(str, argv))} exited {r.returncode}, expected {expect}: {r.stderr}")
-    return r
+from cli_setup import run  # noqa: E402
 
 
 def tensors(checkpoint):
@@ -40,11 +33,7 @@ def records(run_dir):
 
 
 def main():
-    args, w = cli_setup.start("data")
-    lm = os.path.join(args.data, "lm")
-    if not os.path.isdir(lm):
-        print(f"SKIP: no data at {lm}")
-        return 0
+    args, w, lm = cli_setup.start_lm()
     normlab = args.normlab
     check = cli_setup.Checks()
     run(normlab, "lm-data", "--data", lm, "--out", w("lm"), "--sources", "milton,wikipedia")

@@ -17,21 +17,11 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import cli_setup  # noqa: E402
-
-
-def run(normlab, *argv):
-    r = subprocess.run([normlab, *map(str, argv)], capture_output=True, text=True)
-    if r.returncode != 0:
-        sys.exit(f"FAIL: {' '.join(map(str, argv))} exited {r.returncode}: {r.stderr}")
-    return r
+from cli_setup import run  # noqa: E402
 
 
 def main():
-    args, w = cli_setup.start("data")
-    lm = os.path.join(args.data, "lm")
-    if not os.path.isdir(lm):
-        print(f"SKIP: no data at {lm}")
-        return 0
+    args, w, lm = cli_setup.start_lm()
     normlab = args.normlab
     run(normlab, "lm-data", "--data", lm, "--out", w("lm"))
     text = lambda split: os.path.join(w("lm"), f"{split}.txt")
