@@ -15,12 +15,7 @@
 namespace normlab::data {
 namespace {
 
-std::string slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+using testing::slurp;
 
 // The message of read_classification_file(path), or "" when it reads.
 std::string read_error(const std::string& path) {

@@ -18,12 +18,7 @@
 namespace normlab::data {
 namespace {
 
-std::string slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+using testing::slurp;
 
 void expect_error_naming(const std::function<void()>& f, const std::string& name) {
   try {

@@ -6,11 +6,20 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 
 #include <gtest/gtest.h>
 
 namespace normlab::testing {
+
+// A file's bytes.
+inline std::string slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
 
 // A fresh folder under the system's temporary folder, removed when the object goes; the
 // process id keeps concurrent test runs (other checkouts, ctest -j) apart.
