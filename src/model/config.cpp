@@ -303,6 +303,39 @@ double parameter_estimate(const ModelConfig& c) {
          static_cast<double>(c.decoder_layers) * decoder_layer;
 }
 
+namespace {
+
+// What the model kinds and their forms need of the rest: inits of one kind, BERT's segment
+// table, one vocabulary, a classifier's head.
+std::vector<std::string> kind_problems(const ModelConfig& c) {
+  std::vector<std::string> out;
+  if (c.scheme.init == InitMethod::kGpt2 && c.kind != kDecoderOnly)
+    out.push_back("--init gpt2 is GPT-2's initialisation of a single stack: it needs --model-kind decoder-only");
+  if (c.scheme.init == InitMethod::kBert && c.kind != kEncoderOnly)
+    out.push_back("--init bert is BERT's initialisation of an encoder: it needs --model-kind encoder-only");
+  if (c.segment_types < 0 || c.segment_types > 2)
+    out.push_back("segment types must be 0 or up to 2 (BERT's sentence A and B), got " +
+                  std::to_string(c.segment_types));
+  if (c.classes < 0 || c.classes == 1)
+    out.push_back("--num-classes must be 0 (no classifier) or at least 2, got " + std::to_string(c.classes));
+  if (c.classes != 0 && c.kind != kEncoderOnly)
+    out.push_back("--num-classes: a classification head sits on an encoder-only model, not " + c.kind);
+  if (c.kind == kEncoderOnly && c.src_vocab_size != c.tgt_vocab_size)
+    out.push_back("an " + c.kind + " model has one vocabulary, but source has " + std::to_string(c.src_vocab_size) +
+                  " and target " + std::to_string(c.tgt_vocab_size) + " entries");
+  if (c.single_stack() && c.share == SharedEmbeddings::kAll)
+    out.push_back("--share all: " + std::string(c.kind == kEncoderOnly ? "an " : "a ") + c.kind +
+                  " model has one token table; --share decoder ties it to the output projection, --share none " +
+                  "does not");
+  if (c.share == SharedEmbeddings::kAll && c.src_vocab_size != c.tgt_vocab_size)
+    out.push_back("--share all needs one joint vocabulary, but source has " +
+                  std::to_string(c.src_vocab_size) + " and target " +
+                  std::to_string(c.tgt_vocab_size) + " entries");
+  return out;
+}
+
+}  // namespace
+
 std::vector<std::string> ModelConfig::problems() const {
   std::vector<std::string> out;
   auto positive = [&](int64_t v, const char* option) {
@@ -348,28 +381,7 @@ std::vector<std::string> ModelConfig::problems() const {
                     " and " + std::to_string(tgt_vocab_size) + ") need " + gib(bytes) +
                     " GiB in fp32, more than this machine's " + gib(memory) + " GiB of memory");
   }
-  if (scheme.init == InitMethod::kGpt2 && kind != kDecoderOnly)
-    out.push_back("--init gpt2 is GPT-2's initialisation of a single stack: it needs --model-kind decoder-only");
-  if (scheme.init == InitMethod::kBert && kind != kEncoderOnly)
-    out.push_back("--init bert is BERT's initialisation of an encoder: it needs --model-kind encoder-only");
-  if (segment_types < 0 || segment_types > 2)
-    out.push_back("segment types must be 0 or up to 2 (BERT's sentence A and B), got " + std::to_string(segment_types));
-  if (classes < 0 || classes == 1)
-    out.push_back("--num-classes must be 0 (no classifier) or at least 2, got " + std::to_string(classes));
-  if (classes != 0 && kind != kEncoderOnly)
-    out.push_back("--num-classes: a classification head sits on an encoder-only model, not an " + kind + " one");
-  if (kind == kEncoderOnly && src_vocab_size != tgt_vocab_size)
-    out.push_back("an " + kind + " model has one vocabulary, but source has " + std::to_string(src_vocab_size) +
-                  " and target " + std::to_string(tgt_vocab_size) + " entries");
-  if (single_stack() && share == SharedEmbeddings::kAll)
-    out.push_back("--share all: " + std::string(kind == kEncoderOnly ? "an " : "a ") + kind +
-                  " model has one token table; --share decoder ties it to the output projection, --share none " +
-                  "does not");
-  if (share == SharedEmbeddings::kAll && src_vocab_size != tgt_vocab_size)
-    out.push_back("--share all needs one joint vocabulary, but source has " +
-                  std::to_string(src_vocab_size) + " and target " +
-                  std::to_string(tgt_vocab_size) + " entries");
-
+  for (auto& p : kind_problems(*this)) out.push_back(std::move(p));
   for (auto& p : scheme_problems(scheme)) out.push_back(std::move(p));
   return out;
 }
