@@ -94,12 +94,17 @@ def same_parameters(a, b):
     return pa.keys() == pb.keys() and all(torch.equal(pa[k], pb[k]) for k in pa)
 
 
+# The device the command-line tests train on: the CPU, or what NORMLAB_TEST_DEVICE names (cuda,
+# cuda:0) where scripts/device-check runs them on a GPU (docs/gpu.md).
+DEVICE = os.environ.get("NORMLAB_TEST_DEVICE", "cpu")
+
+
 def tiny_train(normlab, prefix, out, *more):
     """`normlab train` argv of a 16-wide 1 + 1-layer model with a 300-piece vocabulary, trained and
-    validated on `prefix`, one CPU thread, into `out`; `more`: the test's own options."""
+    validated on `prefix`, one CPU thread, on DEVICE, into `out`; `more`: the test's own options."""
     return [normlab, "train", "--train", prefix, "--valid", prefix, "--vocab-size", "300", "--d-model", "16",
             "--ffn-dim", "32", "--heads", "2", "--encoder-layers", "1", "--decoder-layers", "1",
-            "--threads", "1", "--device", "cpu", *map(str, more), "--out", out]
+            "--threads", "1", "--device", DEVICE, *map(str, more), "--out", out]
 
 
 def free_port():

@@ -4,6 +4,8 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "core/gloo_backend.h"
+#include "core/nccl_backend.h"
 #include "core/runtime.h"
 
 namespace normlab::app {
@@ -30,6 +32,8 @@ Runner add_info_command(CLI::App& app, const GlobalOptions& global) {
                         {"cuda_available", info.cuda_available},
                         {"cuda_devices", info.cuda_devices},
                         {"cuda_device_name", info.cuda_device_name},
+                        {"gloo", core::have_gloo()},
+                        {"nccl", core::have_nccl()},
                         {"device", device.str()}};
     if (!*skip_gemm) j["sgemm_gflops_2048"] = gflops;
     if (*json) {
@@ -51,7 +55,9 @@ Runner add_info_command(CLI::App& app, const GlobalOptions& global) {
               << (info.cuda_available ? std::to_string(info.cuda_devices) + " device(s), " +
                                             info.cuda_device_name
                                       : std::string("not available"))
-              << "\n";
+              << "\n"
+              << "collectives      " << (core::have_gloo() ? "gloo" : "one process only (no Gloo)")
+              << (core::have_nccl() ? ", nccl" : "") << "\n";
     if (!*skip_gemm)
       std::cout << "sgemm 2048^3     " << gflops << " GFLOP/s on " << device.str()
                 << " (median of 5)\n";

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -14,6 +15,7 @@
 
 #include "core/deadline_store.h"
 #include "core/gloo_backend.h"
+#include "core/nccl_backend.h"
 
 namespace normlab::core {
 namespace {
@@ -85,25 +87,48 @@ void check_in(c10d::Store& store, const LaunchEnv& env, milliseconds timeout, co
                                " but rank 0 has WORLD_SIZE=" + rank0);
 }
 
-const char* const kNoNccl =
-    ": NCCL is not built into normlab yet; use --dist-backend gloo (CPU tensors) or one process per GPU "
-    "without a launcher";
-
 }  // namespace
 
-// nccl is refused here, with or without a launcher (it was accepted without one, issue 34).
+// nccl is refused here by a build without it, with or without a launcher (issue 34).
 DistBackend parse_dist_backend(const std::string& name) {
   if (name == "auto") return DistBackend::kAuto;
   if (name == "gloo") return DistBackend::kGloo;
-  if (name == "nccl") throw std::invalid_argument("--dist-backend nccl" + std::string(kNoNccl));
+  if (name == "nccl") {
+    if (!have_nccl())
+      throw std::invalid_argument("--dist-backend nccl: this normlab was built without NCCL (a CPU LibTorch, or no "
+                                  "nccl.h beside a CUDA one; docs/gpu.md); use --dist-backend gloo");
+    return DistBackend::kNccl;
+  }
   throw std::invalid_argument("--dist-backend: unknown value '" + name + "', expected auto|gloo|nccl");
 }
+
+namespace {
+
+// The backend `requested` on `device`: auto is NCCL on a GPU where this build has it.
+DistBackend resolve(DistBackend requested, const c10::Device& device) {
+  if (requested == DistBackend::kNccl && !device.is_cuda())
+    throw std::invalid_argument("--dist-backend nccl needs a CUDA device (--device cuda), got " + device.str());
+  if (requested != DistBackend::kAuto) return requested;
+  return device.is_cuda() && have_nccl() ? DistBackend::kNccl : DistBackend::kGloo;
+}
+
+}  // namespace
 
 struct ProcessGroup::Impl {
   int rank = 0, size = 1;
   milliseconds timeout{0};
   c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<c10d::Backend> backend;
+  // NCCL's GPU, where every tensor of a collective must be; none for Gloo, which takes CPU and
+  // CUDA tensors where they are.
+  std::optional<c10::Device> device;
+
+  // `t` where the backend takes it (itself when it is there already).
+  at::Tensor placed(const at::Tensor& t) const { return !device || t.device() == *device ? t : t.to(*device); }
+  // The result of a collective on `placed` back into `t`.
+  static void settle(at::Tensor& t, const at::Tensor& placed) {
+    if (!placed.is_same(t)) t.copy_(placed);
+  }
 
   // Runs `step` of collective `op` (its start, or its wait). When it fails, every rank still
   // alive says so through the store, and those that do not within a few seconds are named as
@@ -145,9 +170,8 @@ ProcessGroup ProcessGroup::from_environment(const DistOptions& options, const c1
 
 ProcessGroup ProcessGroup::connect(const LaunchEnv& env, const DistOptions& options, const c10::Device& device) {
   ProcessGroup group;
+  const DistBackend backend = resolve(options.backend, device);
   if (env.world_size == 1) return group;
-  if (options.backend == DistBackend::kAuto && device.is_cuda())
-    throw std::invalid_argument(std::string("--dist-backend auto with a CUDA device") + kNoNccl);
   auto& g = *group.impl_;
   g.rank = env.rank;
   g.size = env.world_size;
@@ -192,8 +216,14 @@ ProcessGroup ProcessGroup::connect(const LaunchEnv& env, const DistOptions& opti
     throw std::runtime_error("rank " + std::to_string(env.rank) + ": the rendezvous store at " + where +
                              " closed during the check-in (rank 0 stopped?): " + first_line(e));
   }
-  g.backend = make_gloo_backend(c10::make_intrusive<c10d::PrefixStore>("normlab/gloo", g.store), env.rank,
-                                env.world_size, options.timeout, env.master_addr);
+  if (backend == DistBackend::kNccl) {
+    g.device = device;
+    g.backend = make_nccl_backend(c10::make_intrusive<c10d::PrefixStore>("normlab/nccl", g.store), env.rank,
+                                  env.world_size, options.timeout);
+  } else {
+    g.backend = make_gloo_backend(c10::make_intrusive<c10d::PrefixStore>("normlab/gloo", g.store), env.rank,
+                                  env.world_size, options.timeout, env.master_addr);
+  }
   return group;
 }
 
@@ -203,8 +233,9 @@ int ProcessGroup::size() const { return impl_->size; }
 // (c10d's vector arguments hold one tensor per device of this rank, not a list to reduce.)
 void ProcessGroup::all_reduce_sum(at::Tensor& tensor) {
   if (impl_->size == 1) return;
-  std::vector<at::Tensor> one = {tensor};
+  std::vector<at::Tensor> one = {impl_->placed(tensor)};
   impl_->run("all_reduce", [&] { return impl_->backend->allreduce(one); });
+  Impl::settle(tensor, one[0]);
 }
 
 void ProcessGroup::Pending::wait() {
@@ -217,39 +248,46 @@ void ProcessGroup::Pending::wait() {
 ProcessGroup::Pending ProcessGroup::start_all_reduce_sum(at::Tensor& tensor) {
   Pending pending;
   if (impl_->size == 1) return pending;
-  std::vector<at::Tensor> one = {tensor};
+  std::vector<at::Tensor> one = {impl_->placed(tensor)};
   c10::intrusive_ptr<c10d::Work> work;
   impl_->guard("all_reduce", [&] { work = impl_->backend->allreduce(one); });
-  pending.wait_ = [impl = impl_, work] { impl->guard("all_reduce", [&] { work->wait(impl->timeout); }); };
+  pending.wait_ = [impl = impl_, work, tensor, placed = one[0]]() mutable {
+    impl->guard("all_reduce", [&] { work->wait(impl->timeout); });
+    Impl::settle(tensor, placed);
+  };
   return pending;
 }
 
 void ProcessGroup::broadcast(at::Tensor& tensor, int root) {
   if (impl_->size == 1) return;
-  std::vector<at::Tensor> one = {tensor};
+  std::vector<at::Tensor> one = {impl_->placed(tensor)};
   c10d::BroadcastOptions o;
   o.rootRank = root;
   impl_->run("broadcast", [&] { return impl_->backend->broadcast(one, o); });
+  Impl::settle(tensor, one[0]);
 }
 
 std::vector<std::string> ProcessGroup::all_gather(const std::string& bytes) {
   if (impl_->size == 1) return {bytes};
   const auto n = static_cast<size_t>(impl_->size);
   // Lengths first, then every rank's bytes padded to the longest.
-  std::vector<at::Tensor> length = {at::full({1}, static_cast<int64_t>(bytes.size()), at::kLong)};
+  const auto on = at::TensorOptions().device(impl_->device.value_or(c10::Device(c10::kCPU)));
+  std::vector<at::Tensor> length = {at::full({1}, static_cast<int64_t>(bytes.size()), on.dtype(at::kLong))};
   std::vector<std::vector<at::Tensor>> lengths(1);
-  for (size_t r = 0; r < n; ++r) lengths[0].push_back(at::empty({1}, at::kLong));
+  for (size_t r = 0; r < n; ++r) lengths[0].push_back(at::empty({1}, on.dtype(at::kLong)));
   impl_->run("all_gather", [&] { return impl_->backend->allgather(lengths, length); });
   int64_t longest = 1;
   for (const auto& t : lengths[0]) longest = std::max(longest, t.item<int64_t>());
-  std::vector<at::Tensor> mine = {at::zeros({longest}, at::kByte)};
-  std::copy(bytes.begin(), bytes.end(), mine[0].data_ptr<uint8_t>());
+  auto padded = at::zeros({longest}, at::kByte);
+  std::copy(bytes.begin(), bytes.end(), padded.data_ptr<uint8_t>());
+  std::vector<at::Tensor> mine = {impl_->placed(padded)};
   std::vector<std::vector<at::Tensor>> all(1);
-  for (size_t r = 0; r < n; ++r) all[0].push_back(at::empty({longest}, at::kByte));
+  for (size_t r = 0; r < n; ++r) all[0].push_back(at::empty({longest}, on.dtype(at::kByte)));
   impl_->run("all_gather", [&] { return impl_->backend->allgather(all, mine); });
   std::vector<std::string> out;
   for (size_t r = 0; r < n; ++r) {
-    const auto* p = reinterpret_cast<const char*>(all[0][r].data_ptr<uint8_t>());
+    const auto got = all[0][r].cpu();
+    const auto* p = reinterpret_cast<const char*>(got.data_ptr<uint8_t>());
     out.emplace_back(p, p + lengths[0][r].item<int64_t>());
   }
   return out;

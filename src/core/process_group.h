@@ -1,5 +1,5 @@
 // The processes of one data-parallel job, on c10d (REFERENCE.md §8): a TCPStore for the
-// rendezvous and a Gloo process group for the collectives. Without a launcher it is one
+// rendezvous and a Gloo (CPU) or NCCL (CUDA) process group for the collectives. Without a launcher it is one
 // process, and every collective returns at once. docs/distributed.md.
 #pragma once
 
@@ -16,9 +16,9 @@
 
 namespace normlab::core {
 
-// auto: Gloo for CPU tensors. NCCL is not built yet: `nccl` is refused when parsed, and `auto`
-// with a CUDA device when connecting (issue 38 adds it).
-enum class DistBackend { kAuto, kGloo };
+// auto: NCCL with a CUDA device, Gloo with the CPU, as torch.distributed's default. `nccl` is
+// refused when parsed by a build without NCCL, and with a CPU device when connecting.
+enum class DistBackend { kAuto, kGloo, kNccl };
 DistBackend parse_dist_backend(const std::string& name);
 
 struct DistOptions {
@@ -41,8 +41,9 @@ class ProcessGroup {
   int size() const;
   bool is_main() const { return rank() == 0; }  // rank 0 writes the files
 
-  // In place, every rank a contiguous tensor of the same shape and dtype. A rank lost during a
-  // collective becomes std::runtime_error naming it, on every rank left (never a hang).
+  // In place, every rank a contiguous tensor of the same shape and dtype, on any device (NCCL:
+  // a CPU tensor goes through the GPU). A rank lost during a collective becomes
+  // std::runtime_error naming it, on every rank left (never a hang).
   void all_reduce_sum(at::Tensor& tensor);
 
   // A collective started and not yet waited for.

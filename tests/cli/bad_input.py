@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
 """Bad input gives exit code 2 and one line on stderr naming the problem, never a crash."""
+import json
 import os
 import subprocess
 import sys
@@ -76,6 +77,11 @@ def main():
                          "--out", w("good40.ckpt")], capture_output=True)
     assert ok.returncode == 0, ok.stderr.decode()
     translate = lambda *more: ["translate", "--checkpoint", w("good.ckpt"), "--ids", "--input", w("src.txt"), *more]
+    # --dist-backend nccl on the CPU: refused when parsed without NCCL, when connecting with it.
+    info = json.loads(subprocess.run([args.normlab, "info", "--json", "--no-gemm"], capture_output=True,
+                                     text=True, check=True).stdout)
+    no_nccl = ("--dist-backend nccl needs a CUDA device (--device cuda), got cpu" if info["nccl"] else
+               "--dist-backend nccl: this normlab was built without NCCL")
     evaluate = lambda src, ref, *more: ["evaluate", "--checkpoint", w("good40.ckpt"), "--vocab", model,
                                         "--src", w(src), "--ref", w(ref), *more]
     train = lambda *more: ["train", "--train", w("c"), "--valid", w("c"), "--out", w("run"), "--max-epochs", "1",
@@ -289,16 +295,16 @@ def main():
         (hessian("--vocab", model, *tiny[:-2], "--precision", "bf16"), "--precision bf16: Hessians are computed in fp32 or fp64"),
         (["perturb", *tiny[:-2], "--out", w("perturb_out"), "--precision", "bf16"],
          "--precision bf16: perturb measures output changes"),
-        (translate("--precision", "fp16"), "--precision fp16 needs a CUDA device"),
+        (translate("--precision", "fp16", "--device", "cpu"), "--precision fp16 needs a CUDA device"),
         (translate("--precision", "fp8"), "--precision: unknown value 'fp8', expected fp32|bf16|fp16"),
         (train("--precision", "fp16", "--device", "cpu"), "--precision fp16 needs a CUDA device"),
         (train("--dist-backend", "mpi"), "--dist-backend: unknown value 'mpi', expected auto|gloo|nccl"),
         (train("--dist-timeout", "0"), "--dist-timeout must be > 0 seconds"),
         # Issue 34: refused without a launcher too, as docs/distributed.md says (it trained, exit 0).
-        (train("--dist-backend", "nccl"), "--dist-backend nccl: NCCL is not built into normlab yet"),
-        (["probe", *tiny[:-2], "--out", w("probe_out"), "--dist-backend", "nccl"],
-         "--dist-backend nccl: NCCL is not built into normlab yet"),
-        (["probe", *tiny[:-2], "--out", w("probe_out"), "--precision", "fp16"], "--precision fp16 needs a CUDA device"),
+        (train("--dist-backend", "nccl", "--device", "cpu"), no_nccl),
+        (["probe", *tiny[:-2], "--out", w("probe_out"), "--dist-backend", "nccl", "--device", "cpu"], no_nccl),
+        (["probe", *tiny[:-2], "--out", w("probe_out"), "--precision", "fp16", "--device", "cpu"],
+         "--precision fp16 needs a CUDA device"),
         (["score", "--checkpoint", w("good.ckpt"), "--src-ids", w("src.txt"), "--tgt-ids", w("tgt.txt"),
           "--precision", "half"], "--precision: unknown value 'half'"),
         (["synth", "--out", w("syn"), "--train", "0"], "--train must be positive"),

@@ -47,7 +47,7 @@ def main():
         options = {"--train": prefix, "--valid": prefix, "--vocab-size": "300", "--d-model": "16",
                    "--ffn-dim": "32", "--heads": "2", "--encoder-layers": "1", "--decoder-layers": "1",
                    "--max-tokens": "1500", "--lr": "1e-3", "--warmup-steps": "4", "--dropout": dropout,
-                   "--seed": "3", "--threads": "1", "--device": "cpu", "--log-interval": "1",
+                   "--seed": "3", "--threads": "1", "--device": cli_setup.DEVICE, "--log-interval": "1",
                    "--dist-timeout": "20", "--out": out}
         options.update(zip(extra[::2], extra[1::2]))
         return [args.normlab, "train", *[x for kv in options.items() for x in kv]]

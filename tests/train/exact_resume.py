@@ -40,7 +40,7 @@ def train_args(normlab, prefix, out, precision, kind="encoder-decoder"):
             "--vocab-size", "300", "--d-model", "16", "--ffn-dim", "32", "--heads", "2", "--dropout", "0.3",
             "--max-tokens", "200", "--max-steps", str(2 * N), "--save-interval-updates", str(N),
             "--log-interval", "30", "--test", prefix + (".en.gz" if single_stack else ""), "--lr", "1e-3", "--seed", "5", "--threads", "1",
-            "--device", "cpu", "--precision", precision, "--out", out]
+            "--device", cli_setup.DEVICE, "--precision", precision, "--out", out]
 
 
 CLOCK_FIELDS = ("wall_s", "tokens_per_s", "sync_s")
