@@ -421,11 +421,17 @@ TEST(OptimizerDevice, CudaMatchesCpuInFloat64) {
       auto copy_grad = [](torch::Tensor& dst, const torch::Tensor& src) {
         dst.mutable_grad() = src.grad().defined() ? src.grad().to(torch::kCUDA) : torch::Tensor();
       };
-      copy_grad(gpu.w, cpu.w);
-      copy_grad(gpu.b, cpu.b);
-      copy_grad(gpu.e, cpu.e);
-      train::clip_grad_norm(cpu.named(), 1.0);
-      train::clip_grad_norm(gpu.named(), 1.0);
+      auto copy_grads = [&] {
+        copy_grad(gpu.w, cpu.w);
+        copy_grad(gpu.b, cpu.b);
+        copy_grad(gpu.e, cpu.e);
+      };
+      copy_grads();
+      // b is float32: CUDA accumulates its norm in float, the CPU in double (ATen's acc_type),
+      // so the clipped totals agree to float32 only (first seen on an H100, issue 38) ...
+      const double norm_cpu = train::clip_grad_norm(cpu.named(), 1.0);
+      EXPECT_NEAR(train::clip_grad_norm(gpu.named(), 1.0), norm_cpu, 1e-6 * norm_cpu);
+      copy_grads();  // ... and the optimisers are compared on the same clipped gradients
       oc.step(lr_of(k), true);
       og.step(lr_of(k), true);
     }
