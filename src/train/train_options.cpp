@@ -163,7 +163,8 @@ const core::OptionTable<OptimizerConfig>& optimizer_options() {
     core::OptionTable<OptimizerConfig> t;
     t.group("Optimisation");
     t.add("--optimizer", "optimizer", &OptimizerConfig::kind, "", optimizer_codec());
-    t.add("--betas", "betas", &OptimizerConfig::betas, "Adam's beta1,beta2", betas_codec());  // checked by problems()
+    t.add("--betas", "betas", &OptimizerConfig::betas,
+          "beta1,beta2 of the Adam family and lion (lion's without it: 0.9,0.99)", betas_codec());  // problems()
     t.add("--eps", "eps", &OptimizerConfig::eps, "Adam's epsilon", finite(at_least(0)));
     t.add("--weight-decay", "weight_decay", &OptimizerConfig::weight_decay, "weight decay", finite(at_least(0)));
     t.add("--momentum", "momentum", &OptimizerConfig::momentum, "SGD momentum", between(0, 1, false, true));

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""ctest driver: normlab's optimisers against torch.optim on the same gradients.
+"""ctest driver: normlab's optimisers against torch.optim (Lion: lion-pytorch) on the same gradients.
 
 Draws a few parameter tensors and ten steps of gradients (one parameter has no gradient at
 step 3, as a parameter unused by a batch), with a different learning rate every step, runs the
-torch.optim optimiser of --case on them, has normlab replay the same sequence
-(tests/train/optimizer_replay.cpp), and fails unless every parameter after every step, every
+reference optimiser of --case on them (torch.optim's, or lucidrains' lion-pytorch for Lion), has
+normlab replay the same sequence (tests/train/optimizer_replay.cpp), and fails unless every parameter after every step, every
 recorded update (p_new - p_old) and, with clipping, every gradient norm agree to relative
 error < 1e-12 in float64 (1e-6 in float32).
 
@@ -29,6 +29,8 @@ MISSING = (3, "encoder.fc1.bias")  # (step, parameter) without a gradient
 WD = 0.01
 BETAS = (0.9, 0.98)
 EPS = 1e-8
+LION_BETAS = (0.9, 0.99)
+LION_WD = 0.5  # Lion's lr is 3-10x below AdamW's, its wd as much above (Chen et al. 2023 §5)
 
 # case -> (normlab arguments, torch optimiser factory, dtype, clip norm or None)
 CASES = {
@@ -64,7 +66,21 @@ CASES = {
                   lambda p: torch.optim.RAdam(p, lr=0.1, betas=BETAS, eps=EPS, weight_decay=WD,
                                               decoupled_weight_decay=True),
                   torch.float64, None),
+    # Chen et al. 2023 against lucidrains' lion-pytorch (PyPI lion-pytorch, scripts/install-deps),
+    # with its (the paper's) betas and decoupled weight decay; float32 in the same operations.
+    "lion": (["--optimizer", "lion", "--betas", "0.9,0.99", "--weight-decay", str(LION_WD)],
+             lambda p: lion(p, lr=0.1, betas=LION_BETAS, weight_decay=LION_WD),
+             torch.float64, None),
+    "lion-float32-clip": (["--optimizer", "lion", "--betas", "0.9,0.99", "--weight-decay", str(LION_WD),
+                           "--clip-norm", "1.5"],
+                          lambda p: lion(p, lr=0.1, betas=LION_BETAS, weight_decay=LION_WD),
+                          torch.float32, 1.5),
 }
+
+
+def lion(params, **kw):
+    from lion_pytorch import Lion  # only the lion cases need the package
+    return Lion(params, **kw)
 
 
 class GIAdamW(torch.optim.AdamW):

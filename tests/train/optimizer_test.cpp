@@ -171,6 +171,11 @@ std::vector<OptimizerConfig> every_kind() {
   }
   out.push_back(radam(RAdamFallback::kSgd, 1e-2));
   out.push_back(radam(RAdamFallback::kSkip, 1e-2));
+  OptimizerConfig lion;
+  lion.kind = OptimizerKind::kLion;
+  lion.betas = train::default_betas(OptimizerKind::kLion);
+  lion.weight_decay = 1e-2;
+  out.push_back(lion);
   return out;
 }
 
@@ -248,6 +253,36 @@ TEST(Optimizer, StateNamesAndPerParameterSteps) {
   const auto s2 = o2.state();
   EXPECT_EQ(s2.size(), 4u);
   EXPECT_TRUE(s2.count("momentum_buffer.encoder.fc1.weight"));
+}
+
+// Lion keeps m alone ("exp_avg.", Chen et al. 2023 Algorithm 2: no step count, no second
+// moment); AdamW's state is not Lion's, nor Lion's AdamW's.
+TEST(Optimizer, LionStateIsItsMomentumAlone) {
+  OptimizerConfig lion;
+  lion.kind = OptimizerKind::kLion;
+  auto p = make_params();
+  train::Optimizer opt(p.named(), lion);
+  set_grads(p, 1);
+  opt.step(0.01);
+  set_grads(p, 2);  // no gradient for the bias: its m stays as it was
+  const auto bias_m = opt.state().at("exp_avg.encoder.fc1.bias").clone();
+  opt.step(0.01);
+  const auto s = opt.state();
+  EXPECT_EQ(s.size(), 1u + 3u);
+  EXPECT_EQ(s.at("steps").item<int64_t>(), 2);
+  EXPECT_EQ(s.at("exp_avg.encoder.fc1.bias").scalar_type(), torch::kFloat32);
+  EXPECT_TRUE(torch::equal(s.at("exp_avg.encoder.fc1.bias"), bias_m));
+  // After one update m = (1 - b2) g_1 (b2 = 0.98 here, OptimizerConfig's default betas).
+  set_grads(p, 1);
+  EXPECT_TRUE(torch::allclose(bias_m, p.b.grad() * 0.02, 1e-6, 0.0));
+
+  auto q = make_params();
+  train::Optimizer adamw(q.named(), OptimizerConfig{});
+  set_grads(q, 1);
+  adamw.step(0.01);
+  auto r = make_params();
+  EXPECT_THROW(train::Optimizer(r.named(), lion).load_state(adamw.state()), std::runtime_error);
+  EXPECT_THROW(train::Optimizer(r.named(), OptimizerConfig{}).load_state(s), std::runtime_error);
 }
 
 TEST(Optimizer, LoadStateRejectsForeignState) {
@@ -361,8 +396,13 @@ TEST(OptimizerConfig, ProblemsListsEveryBadValue) {
 }
 
 TEST(OptimizerConfig, ParsersAndJson) {
-  for (const char* s : {"sgd", "adam", "adamw", "radam"})
+  for (const char* s : {"sgd", "adam", "adamw", "radam", "lion"})
     EXPECT_EQ(to_string(train::parse_optimizer_kind(s)), s);
+  EXPECT_EQ(train::parse_optimizer_kind("lion"), OptimizerKind::kLion);
+  // --betas where none is given: Chen et al. 2023's (lion-pytorch's) for lion, Vaswani's else.
+  EXPECT_EQ(train::default_betas(OptimizerKind::kLion), (std::array<double, 2>{0.9, 0.99}));
+  for (const auto k : {OptimizerKind::kSgd, OptimizerKind::kAdam, OptimizerKind::kAdamW, OptimizerKind::kRAdam})
+    EXPECT_EQ(train::default_betas(k), (std::array<double, 2>{0.9, 0.98})) << to_string(k);
   EXPECT_THROW(train::parse_optimizer_kind("nag"), std::invalid_argument);
   EXPECT_EQ(train::parse_radam_fallback("sgd"), RAdamFallback::kSgd);
   EXPECT_THROW(train::parse_radam_fallback("none"), std::invalid_argument);

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """normlab train's run folder and failure modes on real data (Multi30k val, a tiny model):
-the files it writes and their fields, divergence recorded and stopped cleanly (exit 0, or 3
+the files it writes and their fields, lion's own default betas, divergence recorded and stopped cleanly (exit 0, or 3
 with --fail-on-divergence), a resumed RUN_DIR refusing a different experiment, --keep-last,
 --stop-time-hours, and bad input as one line with exit code 2."""
 import json
@@ -68,6 +68,14 @@ def main():
     info = subprocess.run([args.normlab, "info", "--json", "--no-gemm"], capture_output=True, text=True, timeout=60)
     check(info.returncode == 0 and json.loads(info.stdout)["cpu_native_bf16"] == native,
           f"normlab info's cpu_native_bf16 vs flags '{native}': {info.stdout}")
+
+    # --optimizer lion without --betas trains with Chen et al. 2023's 0.9,0.99 (lion-pytorch's
+    # default), recorded in config.json; --betas given is kept.
+    for extra, want in (([], [0.9, 0.99]), (["--betas", "0.9,0.98"], [0.9, 0.98])):
+        out = w("lion" + "".join(extra[1:]))
+        r = run("--optimizer", "lion", "--lr", "1e-4", "--max-steps", "1", *extra, "--out", out)
+        got = json.load(open(os.path.join(out, "config.json")))["optimizer"] if r.returncode == 0 else None
+        check(r.returncode == 0 and got["betas"] == want, f"lion {extra}: betas {got} {r.stderr[-300:]}")
 
     # Re-running into the folder with another model is refused, naming what changed.
     r = run("--max-epochs", "3", "--d-model", "32", "--out", w("ok"))
