@@ -221,9 +221,9 @@ const core::OptionTable<ScheduleConfig>& schedule_options() {
           at_least(0));
     // In [0, --lr]: problems().
     t.add("--warmup-init-lr", "warmup_init_lr", &ScheduleConfig::warmup_init_lr, "rate at the start of the warm-up");
-    t.add("--min-lr", "min_lr", &ScheduleConfig::min_lr, "final rate of linear and cosine");
+    t.add("--min-lr", "min_lr", &ScheduleConfig::min_lr, "final rate of linear, cosine and wsd");
     // TrainConfig's --max-steps, copied here by the command.
-    t.add("--max-steps", "max_steps", &ScheduleConfig::max_steps, "where linear and cosine reach --min-lr",
+    t.add("--max-steps", "max_steps", &ScheduleConfig::max_steps, "where linear, cosine and wsd reach --min-lr",
           at_least(0)).json_only();
     t.add("--lr-decay-epochs", "lr_decay_epochs", &ScheduleConfig::lr_decay_epochs, "step-decay: every K epochs",
           at_least(1));
@@ -233,6 +233,11 @@ const core::OptionTable<ScheduleConfig>& schedule_options() {
           at_least(0));
     t.add("--tfixup-decay-steps", "tfixup_decay_steps", &ScheduleConfig::tfixup_decay_steps, "t-fixup schedule's P",
           at_least(1));
+    // Related to --max-steps and --warmup-steps: problems().
+    t.add("--wsd-decay-steps", "wsd_decay_steps", &ScheduleConfig::wsd_decay_steps,
+          "wsd: the cool-down's updates, the last before --max-steps (Hägele et al.: 20% of them)", at_least(0));
+    t.add("--wsd-decay", "wsd_decay", &ScheduleConfig::wsd_decay, "wsd: the cool-down's shape",
+          core::enum_codec(wsd_decays()));
     return t;
   }();
   return table;
@@ -282,7 +287,13 @@ const core::EnumNames<ScheduleKind>& schedule_kinds() {
   static const core::EnumNames<ScheduleKind> names{
       {ScheduleKind::kConstant, "constant"}, {ScheduleKind::kInverseSqrt, "inverse-sqrt"},
       {ScheduleKind::kLinear, "linear"},     {ScheduleKind::kStepDecay, "step-decay"},
-      {ScheduleKind::kTFixup, "t-fixup"},    {ScheduleKind::kCosine, "cosine"}};
+      {ScheduleKind::kTFixup, "t-fixup"},    {ScheduleKind::kCosine, "cosine"},
+      {ScheduleKind::kWsd, "wsd"}};
+  return names;
+}
+
+const core::EnumNames<WsdDecay>& wsd_decays() {
+  static const core::EnumNames<WsdDecay> names{{WsdDecay::kLinear, "linear"}, {WsdDecay::kOneMinusSqrt, "1-sqrt"}};
   return names;
 }
 

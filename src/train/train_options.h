@@ -24,6 +24,7 @@ struct LossScalerConfig;
 struct TraceConfig;
 struct CurvatureConfig;
 enum class ScheduleKind;
+enum class WsdDecay;
 enum class RAdamFallback;
 enum class AdamInitV;
 enum class LabelSmoothingFormula;
@@ -43,6 +44,7 @@ const core::OptionTable<InitFromConfig>& init_from_options();
 
 // Each enum's (value, name) table: its parse_*, to_string and the choices in the help.
 const core::EnumNames<ScheduleKind>& schedule_kinds();
+const core::EnumNames<WsdDecay>& wsd_decays();
 const core::EnumNames<RAdamFallback>& radam_fallbacks();
 const core::EnumNames<AdamInitV>& adam_init_vs();
 const core::EnumNames<LabelSmoothingFormula>& label_smoothing_formulas();

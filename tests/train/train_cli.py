@@ -148,6 +148,10 @@ def main():
         (["--max-steps", "5", "--update-freq", "0", "--out", w("x")], "--update-freq"),
         (["--max-steps", "5", "--betas", "0.9", "--out", w("x")], "--betas"),
         (["--max-steps", "5", "--stop-time-hours", "-1", "--out", w("x")], "--stop-time-hours"),
+        (["--max-epochs", "1", "--lr-schedule", "wsd", "--wsd-decay-steps", "2", "--out", w("x")],
+         "--lr-schedule wsd needs --max-steps"),
+        (["--max-steps", "10", "--lr-schedule", "wsd", "--warmup-steps", "5", "--wsd-decay-steps", "6",
+          "--out", w("x")], "--wsd-decay-steps 6 exceeds --max-steps 10 minus --warmup-steps 5"),
     ]
     for argv, expected in bad:
         r = run(*argv) if argv else subprocess.run([args.normlab, "train"], capture_output=True, text=True)
