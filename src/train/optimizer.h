@@ -57,9 +57,16 @@ enum class AdamInitV {
   kGradSquared,  // v_0 = g_0^2, the first gradient squared, bias correction kept: GI-Adam
                  // (Kalra & Barkeshli 2024)
 };
+// What a decoupled weight decay (adamw, lion) multiplies: p *= 1 - s wd at each step.
+enum class WeightDecayMode {
+  kLr,           // s = lr_t, the step's rate: torch.optim.AdamW, fairseq, lion-pytorch
+  kIndependent,  // s = lr_t / lr_peak, the schedule's multiplier alone: Wortsman et al. 2023's
+                 // "independent" decay (Loshchilov & Hutter's Algorithm 2, eta_t lambda theta)
+};
 std::string to_string(OptimizerKind k);
 std::string to_string(RAdamFallback f);
 std::string to_string(AdamInitV v);
+std::string to_string(WeightDecayMode m);
 // The registered optimisers in the order of registration, and their names "sgd|adam|adamw|radam|lion".
 std::vector<OptimizerKind> optimizer_kinds();
 std::string optimizer_choices();
@@ -71,6 +78,7 @@ OptimizerKind parse_optimizer_kind(const std::string& s, const std::string& opti
 RAdamFallback parse_radam_fallback(const std::string& s,
                                    const std::string& option = "--radam-fallback");
 AdamInitV parse_adam_init_v(const std::string& s, const std::string& option = "--adam-init-v");
+WeightDecayMode parse_weight_decay_mode(const std::string& s, const std::string& option = "--weight-decay-mode");
 // "0.9,0.98" -> {0.9, 0.98}.
 std::array<double, 2> parse_betas(const std::string& s, const std::string& option = "--betas");
 
@@ -85,6 +93,14 @@ struct OptimizerConfig {
   bool nesterov = false;                       // --nesterov, sgd only, needs momentum > 0
   RAdamFallback radam_fallback = RAdamFallback::kSkip;  // --radam-fallback skip|sgd
   AdamInitV adam_init_v = AdamInitV::kZero;             // --adam-init-v zero|grad-squared
+  WeightDecayMode weight_decay_mode = WeightDecayMode::kLr;  // --weight-decay-mode lr|independent
+  // lr_peak of --weight-decay-mode independent: the schedule's --lr, copied by the command (as the
+  // schedule's max_steps from --max-steps); not an option, not in config.json.
+  double peak_lr = 0.0;
+
+  // The c of a decoupled weight decay p *= 1 - lr c at a step of rate lr (lr scale included):
+  // weight_decay, or weight_decay / peak_lr with --weight-decay-mode independent.
+  double decoupled_weight_decay() const;
 
   // Every problem at once, one message each naming the option (empty when valid).
   std::vector<std::string> problems() const;

@@ -90,6 +90,7 @@ enum OptimizerOption : unsigned {
   kMomentumOption = 1,       // --momentum, --nesterov
   kRAdamFallbackOption = 2,  // --radam-fallback
   kAdamInitVOption = 4,      // --adam-init-v
+  kWeightDecayModeOption = 8,  // --weight-decay-mode (decoupled weight decay through decoupled_weight_decay())
 };
 
 // An optimiser as the registry knows it: its --optimizer name, how to make it for a config

@@ -174,6 +174,10 @@ const core::OptionTable<OptimizerConfig>& optimizer_options() {
     t.add("--adam-init-v", "adam_init_v", &OptimizerConfig::adam_init_v,
           "Adam's second moment before the first update (GI-Adam's grad-squared: v0 = g0^2)",
           core::enum_codec(adam_init_vs()));
+    t.add("--weight-decay-mode", "weight_decay_mode", &OptimizerConfig::weight_decay_mode,
+          "decoupled weight decay p *= 1 - s wd with s the step's lr (torch's AdamW) or lr/--lr, the schedule's "
+          "multiplier alone (independent: Wortsman et al. 2023)",
+          core::enum_codec(weight_decay_modes()));
     return t;
   }();
   return table;
@@ -304,6 +308,12 @@ const core::EnumNames<RAdamFallback>& radam_fallbacks() {
 
 const core::EnumNames<AdamInitV>& adam_init_vs() {
   static const core::EnumNames<AdamInitV> names{{AdamInitV::kZero, "zero"}, {AdamInitV::kGradSquared, "grad-squared"}};
+  return names;
+}
+
+const core::EnumNames<WeightDecayMode>& weight_decay_modes() {
+  static const core::EnumNames<WeightDecayMode> names{{WeightDecayMode::kLr, "lr"},
+                                                      {WeightDecayMode::kIndependent, "independent"}};
   return names;
 }
 

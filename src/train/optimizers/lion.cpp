@@ -1,6 +1,7 @@
 // --optimizer lion: Chen et al. 2023, "Symbolic Discovery of Optimization Algorithms"
 // (arXiv 2302.06675), Algorithm 2, Lion with decoupled weight decay (REFERENCE §11):
-//   p *= 1 - lr wd                       (decoupled, as AdamW)
+//   p *= 1 - lr wd                       (decoupled, as AdamW; --weight-decay-mode independent:
+//                                         wd / lr_peak, as lion-pytorch's decoupled_weight_decay)
 //   c  = b1 m + (1 - b1) g
 //   p -= lr sign(c)                      (sign(0) = 0)
 //   m  = b2 m + (1 - b2) g
@@ -76,7 +77,7 @@ class Lion final : public OptimizerAlgorithm {
                     const std::vector<torch::Tensor>& ms, double lr) const {
     const auto& c = config();
     const auto [beta1, beta2] = c.betas;
-    const double wd = c.weight_decay;
+    const double wd = c.decoupled_weight_decay();  // --weight-decay, or its independent form
     if (wd != 0.0) torch::_foreach_mul_(ps, 1.0 - lr * wd);  // decoupled weight decay
     auto direction = torch::_foreach_mul(ms, beta1);          // c = b1 m + (1 - b1) g
     torch::_foreach_add_(direction, gs, 1.0 - beta1);

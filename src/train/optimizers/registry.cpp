@@ -12,9 +12,9 @@ std::deque<OptimizerEntry>& registry() {
   static std::deque<OptimizerEntry> entries{
       {"sgd", make_sgd, kMomentumOption},
       {"adam", make_adam, kAdamInitVOption},
-      {"adamw", make_adamw, kAdamInitVOption},
+      {"adamw", make_adamw, kAdamInitVOption | kWeightDecayModeOption},
       {"radam", make_radam, kAdamInitVOption | kRAdamFallbackOption},
-      {"lion", make_lion, kNoOptions, {0.9, 0.99}},  // Chen et al. 2023's betas (lion-pytorch's default)
+      {"lion", make_lion, kWeightDecayModeOption, {0.9, 0.99}},  // Chen et al. 2023's betas (lion-pytorch's)
   };
   return entries;
 }
