@@ -110,6 +110,10 @@ Runner add_training_command(CLI::App& app, const GlobalOptions& global, bool fin
     }
     if (o->curvature && c.curvature.every == 0) c.curvature.every = train::CurvatureConfig::kDefaultEvery;
     c.schedule.max_steps = c.max_steps;
+    c.optimizer.peak_lr = c.schedule.lr;  // --weight-decay-mode independent's lr_peak
+    // An optimiser's own --betas where none is given: lion's 0.9,0.99 (Chen et al. 2023), as
+    // lion-pytorch; recorded in config.json as any other value.
+    if (cmd->get_option("--betas")->count() == 0) c.optimizer.betas = train::default_betas(c.optimizer.kind);
     const auto device = core::resolve_device(global.device);
     c.precision = model::parse_precision(o->precision, device);  // auto: resolved here, recorded in config.json
     warn_if_emulated(c.precision, device);

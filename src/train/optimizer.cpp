@@ -29,6 +29,7 @@ std::string readers(OptimizerOption option) {
 
 std::string to_string(RAdamFallback f) { return radam_fallbacks().name(f); }
 std::string to_string(AdamInitV v) { return adam_init_vs().name(v); }
+std::string to_string(WeightDecayMode m) { return weight_decay_modes().name(m); }
 
 RAdamFallback parse_radam_fallback(const std::string& s, const std::string& option) {
   return radam_fallbacks().parse(s, option);
@@ -36,6 +37,17 @@ RAdamFallback parse_radam_fallback(const std::string& s, const std::string& opti
 
 AdamInitV parse_adam_init_v(const std::string& s, const std::string& option) {
   return adam_init_vs().parse(s, option);
+}
+
+WeightDecayMode parse_weight_decay_mode(const std::string& s, const std::string& option) {
+  return weight_decay_modes().parse(s, option);
+}
+
+// Wortsman et al. 2023 (arXiv 2309.14322, "independent weight decay"): theta -= s_t lambda theta
+// with s_t the schedule's multiplier lr_t / lr_peak, so that lambda's effect does not change with
+// the peak lr; p *= 1 - lr_t (lambda / lr_peak) is that decay in the form p *= 1 - lr c.
+double OptimizerConfig::decoupled_weight_decay() const {
+  return weight_decay_mode == WeightDecayMode::kIndependent ? weight_decay / peak_lr : weight_decay;
 }
 
 std::array<double, 2> parse_betas(const std::string& s, const std::string& option) {
@@ -81,6 +93,14 @@ std::vector<std::string> OptimizerConfig::problems() const {
   if (!(reads & kAdamInitVOption) && adam_init_v != AdamInitV::kZero)
     out.push_back("--adam-init-v applies to --optimizer " + readers(kAdamInitVOption) + " only, not " +
                   to_string(kind));
+  if (weight_decay_mode != WeightDecayMode::kLr) {
+    if (!(reads & kWeightDecayModeOption))
+      out.push_back("--weight-decay-mode applies to --optimizer " + readers(kWeightDecayModeOption) +
+                    " (decoupled weight decay) only, not " + to_string(kind));
+    else if (!(peak_lr > 0.0 && std::isfinite(peak_lr)))
+      out.push_back("--weight-decay-mode independent divides by the peak --lr, which must be positive, got " +
+                    core::format_number(peak_lr));
+  }
   return out;
 }
 
@@ -209,6 +229,8 @@ void from_json(const nlohmann::json& j, OptimizerConfig& c) {
   c.radam_fallback = parse_radam_fallback(j.at("radam_fallback").get<std::string>(),
                                           "radam_fallback");
   c.adam_init_v = parse_adam_init_v(j.value("adam_init_v", std::string("zero")), "adam_init_v");  // older runs: zero
+  c.weight_decay_mode =
+      parse_weight_decay_mode(j.value("weight_decay_mode", std::string("lr")), "weight_decay_mode");  // older runs: lr
 }
 
 }  // namespace normlab::train

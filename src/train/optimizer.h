@@ -1,7 +1,8 @@
-// normlab's optimisers (docs/optimisers.md): SGD, Adam, AdamW as PyTorch defines them and
-// RAdam as its authors' code does (REFERENCE §1). Our own, not torch::optim, so that the state
-// is ours to save bit-exactly and the update of each step can be recorded on request. Each is a
-// class registered by its --optimizer name (optimizer_algorithm.h); `Optimizer` is the facade.
+// normlab's optimisers (docs/optimisers.md): SGD, Adam, AdamW as PyTorch defines them, RAdam
+// as its authors' code does (REFERENCE §1) and Lion as lion-pytorch does (REFERENCE §11). Our
+// own, not torch::optim, so that the state is ours to save bit-exactly and the update of each
+// step can be recorded on request. Each is a class registered by its --optimizer name
+// (optimizer_algorithm.h); `Optimizer` is the facade.
 #pragma once
 
 #include <array>
@@ -26,6 +27,7 @@ class OptimizerKind {
   static const OptimizerKind kAdam;   // torch.optim.Adam: L2 weight decay added to the gradient
   static const OptimizerKind kAdamW;  // torch.optim.AdamW: decoupled weight decay p -= lr*wd*p (fairseq's "adam")
   static const OptimizerKind kRAdam;  // Liu et al. 2020, authors' code: rectified Adam, decoupled weight decay
+  static const OptimizerKind kLion;   // Chen et al. 2023: sign of an interpolated momentum, decoupled weight decay
 
   std::string_view name() const { return name_; }
   friend bool operator==(OptimizerKind a, OptimizerKind b) { return a.name_ == b.name_; }
@@ -42,6 +44,7 @@ inline constexpr OptimizerKind OptimizerKind::kSgd{"sgd"};
 inline constexpr OptimizerKind OptimizerKind::kAdam{"adam"};
 inline constexpr OptimizerKind OptimizerKind::kAdamW{"adamw"};
 inline constexpr OptimizerKind OptimizerKind::kRAdam{"radam"};
+inline constexpr OptimizerKind OptimizerKind::kLion{"lion"};
 
 // RAdam's update while the variance is not yet rectifiable (rho_t < 5, REFERENCE §1).
 enum class RAdamFallback {
@@ -54,30 +57,50 @@ enum class AdamInitV {
   kGradSquared,  // v_0 = g_0^2, the first gradient squared, bias correction kept: GI-Adam
                  // (Kalra & Barkeshli 2024)
 };
+// What a decoupled weight decay (adamw, lion) multiplies: p *= 1 - s wd at each step.
+enum class WeightDecayMode {
+  kLr,           // s = lr_t, the step's rate: torch.optim.AdamW, fairseq, lion-pytorch
+  kIndependent,  // s = lr_t / lr_peak, the schedule's multiplier alone: Wortsman et al. 2023's
+                 // "independent" decay (Loshchilov & Hutter's Algorithm 2, eta_t lambda theta)
+};
 std::string to_string(OptimizerKind k);
 std::string to_string(RAdamFallback f);
 std::string to_string(AdamInitV v);
-// The registered optimisers in the order of registration, and their names "sgd|adam|adamw|radam".
+std::string to_string(WeightDecayMode m);
+// The registered optimisers in the order of registration, and their names "sgd|adam|adamw|radam|lion".
 std::vector<OptimizerKind> optimizer_kinds();
 std::string optimizer_choices();
+// The --betas of `kind` where the command line gives none (`normlab train` applies it): its
+// registry entry's, 0.9,0.99 for lion (Chen et al. 2023, lion-pytorch), else 0.9,0.98.
+std::array<double, 2> default_betas(OptimizerKind kind);
 // Parsers throw std::invalid_argument naming `option`, the value and the choices.
 OptimizerKind parse_optimizer_kind(const std::string& s, const std::string& option = "--optimizer");
 RAdamFallback parse_radam_fallback(const std::string& s,
                                    const std::string& option = "--radam-fallback");
 AdamInitV parse_adam_init_v(const std::string& s, const std::string& option = "--adam-init-v");
+WeightDecayMode parse_weight_decay_mode(const std::string& s, const std::string& option = "--weight-decay-mode");
 // "0.9,0.98" -> {0.9, 0.98}.
 std::array<double, 2> parse_betas(const std::string& s, const std::string& option = "--betas");
 
 // The learning rate is not here: Optimizer::step takes the scheduled rate (schedule.h).
 struct OptimizerConfig {
   OptimizerKind kind = OptimizerKind::kAdamW;  // --optimizer; adamw is what fairseq's adam does
-  std::array<double, 2> betas{0.9, 0.98};      // --betas b1,b2 (Vaswani 2017, REFERENCE §2)
+  std::array<double, 2> betas{0.9, 0.98};      // --betas b1,b2 (Vaswani 2017, REFERENCE §2; lion's
+                                               // without --betas: its registry entry's 0.9,0.99)
   double eps = 1e-8;                           // --eps, added to sqrt(v) (all Adam variants)
   double weight_decay = 0.0;                   // --weight-decay (IWSLT recipe: 1e-4)
   double momentum = 0.0;                       // --momentum, sgd only
   bool nesterov = false;                       // --nesterov, sgd only, needs momentum > 0
   RAdamFallback radam_fallback = RAdamFallback::kSkip;  // --radam-fallback skip|sgd
   AdamInitV adam_init_v = AdamInitV::kZero;             // --adam-init-v zero|grad-squared
+  WeightDecayMode weight_decay_mode = WeightDecayMode::kLr;  // --weight-decay-mode lr|independent
+  // lr_peak of --weight-decay-mode independent: the schedule's --lr, copied by the command (as the
+  // schedule's max_steps from --max-steps); not an option, not in config.json.
+  double peak_lr = 0.0;
+
+  // The c of a decoupled weight decay p *= 1 - lr c at a step of rate lr (lr scale included):
+  // weight_decay, or weight_decay / peak_lr with --weight-decay-mode independent.
+  double decoupled_weight_decay() const;
 
   // Every problem at once, one message each naming the option (empty when valid).
   std::vector<std::string> problems() const;

@@ -4,6 +4,7 @@
 // (optimizer.h) checks the parameters, counts steps, scales lr and records updates around it.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -89,14 +90,17 @@ enum OptimizerOption : unsigned {
   kMomentumOption = 1,       // --momentum, --nesterov
   kRAdamFallbackOption = 2,  // --radam-fallback
   kAdamInitVOption = 4,      // --adam-init-v
+  kWeightDecayModeOption = 8,  // --weight-decay-mode (decoupled weight decay through decoupled_weight_decay())
 };
 
 // An optimiser as the registry knows it: its --optimizer name, how to make it for a config
-// and a number of parameters, and the options it reads.
+// and a number of parameters, the options it reads, and its --betas where the command line
+// gives none (`normlab train` applies them; OptimizerConfig's own default is 0.9,0.98).
 struct OptimizerEntry {
   std::string name;
   std::unique_ptr<OptimizerAlgorithm> (*make)(const OptimizerConfig& config, size_t parameters);
   unsigned options = kNoOptions;
+  std::array<double, 2> betas{0.9, 0.98};
 };
 // The entry of `kind`.
 const OptimizerEntry& optimizer_entry(OptimizerKind kind);

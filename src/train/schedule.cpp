@@ -35,6 +35,31 @@ double decay_progress(const ScheduleConfig& c, int64_t n) {
   return p > 1.0 ? 1.0 : p;
 }
 
+// WSD's cool-down sits in [max_steps - D, max_steps), after the warm-up; its options are wsd's only.
+std::vector<std::string> wsd_problems(const ScheduleConfig& c) {
+  std::vector<std::string> out;
+  if (c.kind != ScheduleKind::kWsd) {
+    if (c.wsd_decay_steps != 0 || c.wsd_decay != WsdDecay::kOneMinusSqrt)
+      out.push_back("--wsd-decay-steps and --wsd-decay apply to --lr-schedule wsd only, not " + to_string(c.kind));
+    return out;
+  }
+  const std::string D = std::to_string(c.wsd_decay_steps), M = std::to_string(c.max_steps);
+  if (c.max_steps <= 0)
+    out.push_back("--lr-schedule wsd needs --max-steps: its cool-down is the last --wsd-decay-steps updates "
+                  "before it (--max-epochs alone does not fix where training ends)");
+  if (c.wsd_decay_steps == 0)  // a negative one: the option's range says so
+    out.push_back("--lr-schedule wsd needs --wsd-decay-steps >= 1, the cool-down's updates, got " + D +
+                  (c.max_steps >= 5
+                       ? " (Hägele et al. 2024: 20% of --max-steps, here " + std::to_string(c.max_steps / 5) + ")"
+                       : std::string()));
+  else if (c.wsd_decay_steps > 0 && c.max_steps > 0 && c.warmup_steps >= 0 &&
+           c.wsd_decay_steps > c.max_steps - c.warmup_steps)
+    out.push_back("--wsd-decay-steps " + D + " exceeds --max-steps " + M + " minus --warmup-steps " +
+                  std::to_string(c.warmup_steps) + " (" + std::to_string(c.max_steps - c.warmup_steps) +
+                  "): the cool-down would begin inside the warm-up");
+  return out;
+}
+
 }  // namespace
 
 std::string to_string(ScheduleKind k) { return schedule_kinds().name(k); }
@@ -44,6 +69,10 @@ ScheduleKind parse_schedule_kind(const std::string& s, const std::string& option
 }
 
 std::vector<std::string> schedule_kind_names() { return schedule_kinds().names(); }
+
+std::string to_string(WsdDecay d) { return wsd_decays().name(d); }
+
+WsdDecay parse_wsd_decay(const std::string& s, const std::string& option) { return wsd_decays().parse(s, option); }
 
 // The ranges of single options come from schedule_options(); here what relates two of them.
 std::vector<std::string> ScheduleConfig::problems() const {
@@ -61,6 +90,7 @@ std::vector<std::string> ScheduleConfig::problems() const {
   if (kind == ScheduleKind::kTFixup && warmup_steps != 0)
     out.push_back("--lr-schedule t-fixup has no warm-up (Huang 2020): set --warmup-steps 0, got " +
                   std::to_string(warmup_steps));
+  for (auto& p : wsd_problems(*this)) out.push_back(std::move(p));
   return out;
 }
 
@@ -98,6 +128,18 @@ double learning_rate(const ScheduleConfig& c, int64_t update, int64_t epoch) {
     case ScheduleKind::kCosine:
       if (n < W) return ramp(c, n, c.lr);
       return c.min_lr + (c.lr - c.min_lr) * 0.5 * (1.0 + std::cos(kPi * decay_progress(c, n)));
+    case ScheduleKind::kWsd: {
+      // Hägele et al. 2024 (arXiv 2405.18392; their wsd_schedule, epfml/schedules-and-scaling):
+      // lr until the cool-down's first update n = M - D, then m + (lr - m) f((n - (M - D)) / D),
+      // f(x) = 1 - x or 1 - sqrt(x); m from n = M on. The first cool-down update still runs at lr.
+      if (n < W) return ramp(c, n, c.lr);
+      const int64_t start = c.max_steps - c.wsd_decay_steps;
+      if (n < start) return c.lr;
+      if (n >= c.max_steps) return c.min_lr;
+      const double x = static_cast<double>(n - start) / static_cast<double>(c.wsd_decay_steps);
+      const double f = c.wsd_decay == WsdDecay::kLinear ? 1.0 - x : 1.0 - std::sqrt(x);
+      return c.min_lr + (c.lr - c.min_lr) * f;
+    }
   }
   throw std::logic_error("unhandled ScheduleKind");
 }
@@ -115,6 +157,9 @@ void from_json(const nlohmann::json& j, ScheduleConfig& c) {
   j.at("lr_decay_factor").get_to(c.lr_decay_factor);
   j.at("lr_decay_count").get_to(c.lr_decay_count);
   j.at("tfixup_decay_steps").get_to(c.tfixup_decay_steps);
+  // Runs from before wsd: its defaults.
+  c.wsd_decay_steps = j.value("wsd_decay_steps", int64_t{0});
+  c.wsd_decay = parse_wsd_decay(j.value("wsd_decay", std::string("1-sqrt")), "wsd_decay");
 }
 
 }  // namespace normlab::train

@@ -18,9 +18,18 @@ enum class ScheduleKind {
   kStepDecay,    // lr * factor at epochs K, 2K, ... (Xiong 2020: 0.1 at epoch 8, once)
   kTFixup,       // T-Fixup's no-warm-up decay lr * sqrt(P / (P + n)) (Huang 2020)
   kCosine,       // linear warm-up, then half a cosine from lr down to min_lr at max_steps
+  kWsd,          // warm-up, stable, decay: linear warm-up, lr, then a cool-down to min_lr over the
+                 // last wsd_decay_steps before max_steps (Hu et al. 2024; Hägele et al. 2024)
 };
+// WSD's cool-down shape f(x), x in [0, 1) the share of the cool-down done: lr_n = m + (lr - m) f(x).
+enum class WsdDecay {
+  kLinear,        // 1 - x
+  kOneMinusSqrt,  // 1 - sqrt(x): Hägele et al. 2024's (1-sqrt), better than linear there
+};
+std::string to_string(WsdDecay d);
+WsdDecay parse_wsd_decay(const std::string& s, const std::string& option = "--wsd-decay");
 std::string to_string(ScheduleKind k);
-// "constant|inverse-sqrt|linear|step-decay|t-fixup|cosine"; throws std::invalid_argument naming
+// "constant|inverse-sqrt|linear|step-decay|t-fixup|cosine|wsd"; throws std::invalid_argument naming
 // `option`, the value and the choices.
 ScheduleKind parse_schedule_kind(const std::string& s, const std::string& option = "--lr-schedule");
 std::vector<std::string> schedule_kind_names();
@@ -34,12 +43,15 @@ struct ScheduleConfig {
   int64_t warmup_steps = 4000;    // --warmup-steps W: linear ramp over updates n < W; 0 = none
                                   // (fairseq's default 4000; t-fixup needs 0)
   double warmup_init_lr = 0.0;    // --warmup-init-lr: rate at n = 0 of the ramp (papers: 1e-7)
-  double min_lr = 0.0;            // --min-lr: end rate of linear and cosine at max_steps
-  int64_t max_steps = 0;          // --max-steps: where linear and cosine reach min_lr (> W)
+  double min_lr = 0.0;            // --min-lr: end rate of linear, cosine and wsd at max_steps
+  int64_t max_steps = 0;          // --max-steps: where linear, cosine and wsd reach min_lr (> W)
   int64_t lr_decay_epochs = 8;    // --lr-decay-epochs K: step-decay multiplies at epochs K, 2K..
   double lr_decay_factor = 0.1;   // --lr-decay-factor: step-decay's multiplier per decay
   int64_t lr_decay_count = 0;     // --lr-decay-count: most step decays, 0 = no limit (Xiong: 1)
   int64_t tfixup_decay_steps = 4000;  // --tfixup-decay-steps P of t-fixup (authors' 4000)
+  int64_t wsd_decay_steps = 0;    // --wsd-decay-steps D: wsd's cool-down, updates n in
+                                  // [max_steps - D, max_steps); wsd needs 1 <= D <= max_steps - W
+  WsdDecay wsd_decay = WsdDecay::kOneMinusSqrt;  // --wsd-decay linear|1-sqrt
 
   // Every problem at once, one message each naming the option (empty when valid).
   std::vector<std::string> problems() const;

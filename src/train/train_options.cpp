@@ -163,7 +163,8 @@ const core::OptionTable<OptimizerConfig>& optimizer_options() {
     core::OptionTable<OptimizerConfig> t;
     t.group("Optimisation");
     t.add("--optimizer", "optimizer", &OptimizerConfig::kind, "", optimizer_codec());
-    t.add("--betas", "betas", &OptimizerConfig::betas, "Adam's beta1,beta2", betas_codec());  // checked by problems()
+    t.add("--betas", "betas", &OptimizerConfig::betas,
+          "beta1,beta2 of the Adam family and lion (lion's without it: 0.9,0.99)", betas_codec());  // problems()
     t.add("--eps", "eps", &OptimizerConfig::eps, "Adam's epsilon", finite(at_least(0)));
     t.add("--weight-decay", "weight_decay", &OptimizerConfig::weight_decay, "weight decay", finite(at_least(0)));
     t.add("--momentum", "momentum", &OptimizerConfig::momentum, "SGD momentum", between(0, 1, false, true));
@@ -173,6 +174,10 @@ const core::OptionTable<OptimizerConfig>& optimizer_options() {
     t.add("--adam-init-v", "adam_init_v", &OptimizerConfig::adam_init_v,
           "Adam's second moment before the first update (GI-Adam's grad-squared: v0 = g0^2)",
           core::enum_codec(adam_init_vs()));
+    t.add("--weight-decay-mode", "weight_decay_mode", &OptimizerConfig::weight_decay_mode,
+          "decoupled weight decay p *= 1 - s wd with s the step's lr (torch's AdamW) or lr/--lr, the schedule's "
+          "multiplier alone (independent: Wortsman et al. 2023)",
+          core::enum_codec(weight_decay_modes()));
     return t;
   }();
   return table;
@@ -220,9 +225,9 @@ const core::OptionTable<ScheduleConfig>& schedule_options() {
           at_least(0));
     // In [0, --lr]: problems().
     t.add("--warmup-init-lr", "warmup_init_lr", &ScheduleConfig::warmup_init_lr, "rate at the start of the warm-up");
-    t.add("--min-lr", "min_lr", &ScheduleConfig::min_lr, "final rate of linear and cosine");
+    t.add("--min-lr", "min_lr", &ScheduleConfig::min_lr, "final rate of linear, cosine and wsd");
     // TrainConfig's --max-steps, copied here by the command.
-    t.add("--max-steps", "max_steps", &ScheduleConfig::max_steps, "where linear and cosine reach --min-lr",
+    t.add("--max-steps", "max_steps", &ScheduleConfig::max_steps, "where linear, cosine and wsd reach --min-lr",
           at_least(0)).json_only();
     t.add("--lr-decay-epochs", "lr_decay_epochs", &ScheduleConfig::lr_decay_epochs, "step-decay: every K epochs",
           at_least(1));
@@ -232,6 +237,11 @@ const core::OptionTable<ScheduleConfig>& schedule_options() {
           at_least(0));
     t.add("--tfixup-decay-steps", "tfixup_decay_steps", &ScheduleConfig::tfixup_decay_steps, "t-fixup schedule's P",
           at_least(1));
+    // Related to --max-steps and --warmup-steps: problems().
+    t.add("--wsd-decay-steps", "wsd_decay_steps", &ScheduleConfig::wsd_decay_steps,
+          "wsd: the cool-down's updates, the last before --max-steps (Hägele et al.: 20% of them)", at_least(0));
+    t.add("--wsd-decay", "wsd_decay", &ScheduleConfig::wsd_decay, "wsd: the cool-down's shape",
+          core::enum_codec(wsd_decays()));
     return t;
   }();
   return table;
@@ -281,7 +291,13 @@ const core::EnumNames<ScheduleKind>& schedule_kinds() {
   static const core::EnumNames<ScheduleKind> names{
       {ScheduleKind::kConstant, "constant"}, {ScheduleKind::kInverseSqrt, "inverse-sqrt"},
       {ScheduleKind::kLinear, "linear"},     {ScheduleKind::kStepDecay, "step-decay"},
-      {ScheduleKind::kTFixup, "t-fixup"},    {ScheduleKind::kCosine, "cosine"}};
+      {ScheduleKind::kTFixup, "t-fixup"},    {ScheduleKind::kCosine, "cosine"},
+      {ScheduleKind::kWsd, "wsd"}};
+  return names;
+}
+
+const core::EnumNames<WsdDecay>& wsd_decays() {
+  static const core::EnumNames<WsdDecay> names{{WsdDecay::kLinear, "linear"}, {WsdDecay::kOneMinusSqrt, "1-sqrt"}};
   return names;
 }
 
@@ -292,6 +308,12 @@ const core::EnumNames<RAdamFallback>& radam_fallbacks() {
 
 const core::EnumNames<AdamInitV>& adam_init_vs() {
   static const core::EnumNames<AdamInitV> names{{AdamInitV::kZero, "zero"}, {AdamInitV::kGradSquared, "grad-squared"}};
+  return names;
+}
+
+const core::EnumNames<WeightDecayMode>& weight_decay_modes() {
+  static const core::EnumNames<WeightDecayMode> names{{WeightDecayMode::kLr, "lr"},
+                                                      {WeightDecayMode::kIndependent, "independent"}};
   return names;
 }
 

@@ -24,8 +24,10 @@ struct LossScalerConfig;
 struct TraceConfig;
 struct CurvatureConfig;
 enum class ScheduleKind;
+enum class WsdDecay;
 enum class RAdamFallback;
 enum class AdamInitV;
+enum class WeightDecayMode;
 enum class LabelSmoothingFormula;
 enum class Preconditioner;
 enum class BestMetric;
@@ -43,8 +45,10 @@ const core::OptionTable<InitFromConfig>& init_from_options();
 
 // Each enum's (value, name) table: its parse_*, to_string and the choices in the help.
 const core::EnumNames<ScheduleKind>& schedule_kinds();
+const core::EnumNames<WsdDecay>& wsd_decays();
 const core::EnumNames<RAdamFallback>& radam_fallbacks();
 const core::EnumNames<AdamInitV>& adam_init_vs();
+const core::EnumNames<WeightDecayMode>& weight_decay_modes();
 const core::EnumNames<LabelSmoothingFormula>& label_smoothing_formulas();
 const core::EnumNames<Preconditioner>& preconditioners();
 const core::EnumNames<BestMetric>& best_metrics();

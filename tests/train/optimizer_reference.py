@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""ctest driver: normlab's optimisers against torch.optim on the same gradients.
+"""ctest driver: normlab's optimisers against torch.optim (Lion: lion-pytorch) on the same gradients.
 
 Draws a few parameter tensors and ten steps of gradients (one parameter has no gradient at
 step 3, as a parameter unused by a batch), with a different learning rate every step, runs the
-torch.optim optimiser of --case on them, has normlab replay the same sequence
-(tests/train/optimizer_replay.cpp), and fails unless every parameter after every step, every
+reference optimiser of --case on them (torch.optim's, or lucidrains' lion-pytorch for Lion), has
+normlab replay the same sequence (tests/train/optimizer_replay.cpp), and fails unless every parameter after every step, every
 recorded update (p_new - p_old) and, with clipping, every gradient norm agree to relative
 error < 1e-12 in float64 (1e-6 in float32).
 
@@ -29,6 +29,10 @@ MISSING = (3, "encoder.fc1.bias")  # (step, parameter) without a gradient
 WD = 0.01
 BETAS = (0.9, 0.98)
 EPS = 1e-8
+PEAK = 0.075  # the largest of the rates below (0.05 (1 + 0.5 sin k)), as a schedule's peak --lr
+WD_INDEPENDENT = 0.05  # independent decay: p *= 1 - 0.05 lr_t / PEAK, up to 5% a step
+LION_BETAS = (0.9, 0.99)
+LION_WD = 0.5  # Lion's lr is 3-10x below AdamW's, its wd as much above (Chen et al. 2023 §5)
 
 # case -> (normlab arguments, torch optimiser factory, dtype, clip norm or None)
 CASES = {
@@ -64,7 +68,63 @@ CASES = {
                   lambda p: torch.optim.RAdam(p, lr=0.1, betas=BETAS, eps=EPS, weight_decay=WD,
                                               decoupled_weight_decay=True),
                   torch.float64, None),
+    # Chen et al. 2023 against lucidrains' lion-pytorch (PyPI lion-pytorch, scripts/install-deps),
+    # with its (the paper's) betas and decoupled weight decay; float32 in the same operations.
+    "lion": (["--optimizer", "lion", "--betas", "0.9,0.99", "--weight-decay", str(LION_WD)],
+             lambda p: lion(p, lr=0.1, betas=LION_BETAS, weight_decay=LION_WD),
+             torch.float64, None),
+    # Wortsman et al. 2023's independent decay, p *= 1 - wd lr_t / lr_peak: AdamW against a
+    # hand-written torch reference (the decay by hand, then torch.optim.AdamW without decay),
+    # Lion against lion-pytorch's decoupled_weight_decay=True (wd / its initial lr, here PEAK).
+    "adamw-independent": (["--optimizer", "adamw", "--betas", "0.9,0.98", "--eps", str(EPS),
+                           "--weight-decay", str(WD_INDEPENDENT), "--weight-decay-mode", "independent",
+                           "--peak-lr", str(PEAK)],
+                          lambda p: IndependentDecay(torch.optim.AdamW(p, lr=0.1, betas=BETAS, eps=EPS,
+                                                                       weight_decay=0.0),
+                                                     WD_INDEPENDENT, PEAK),
+                          torch.float64, None),
+    "lion-independent": (["--optimizer", "lion", "--betas", "0.9,0.99", "--weight-decay", str(WD_INDEPENDENT),
+                          "--weight-decay-mode", "independent", "--peak-lr", str(PEAK)],
+                         lambda p: lion(p, lr=PEAK, betas=LION_BETAS, weight_decay=WD_INDEPENDENT,
+                                        decoupled_weight_decay=True),
+                         torch.float64, None),
+    "lion-float32-clip": (["--optimizer", "lion", "--betas", "0.9,0.99", "--weight-decay", str(LION_WD),
+                           "--clip-norm", "1.5"],
+                          lambda p: lion(p, lr=0.1, betas=LION_BETAS, weight_decay=LION_WD),
+                          torch.float32, 1.5),
 }
+
+
+# The independent cases' optimiser with decay at the step's rate (torch's AdamW, lion-pytorch's
+# default): the test data must tell the two modes apart.
+COUPLED = {
+    "adamw-independent": lambda p: torch.optim.AdamW(p, lr=0.1, betas=BETAS, eps=EPS, weight_decay=WD_INDEPENDENT),
+    "lion-independent": lambda p: lion(p, lr=PEAK, betas=LION_BETAS, weight_decay=WD_INDEPENDENT),
+}
+
+
+class IndependentDecay:
+    """Wortsman et al. 2023 (arXiv 2309.14322), "independent" weight decay written out: every
+    parameter with a gradient is multiplied by 1 - wd * s_t, s_t = lr_t / lr_peak the schedule's
+    multiplier, before the wrapped optimiser (without decay of its own) steps; torch.optim.AdamW
+    decays before its update too, so with weight_decay = wd it would be s_t = lr_t."""
+
+    def __init__(self, optimizer, wd, peak_lr):
+        self.optimizer, self.wd, self.peak_lr = optimizer, wd, peak_lr
+        self.param_groups = optimizer.param_groups
+
+    @torch.no_grad()
+    def step(self):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    p.mul_(1.0 - self.wd * (group["lr"] / self.peak_lr))
+        self.optimizer.step()
+
+
+def lion(params, **kw):
+    from lion_pytorch import Lion  # only the lion cases need the package
+    return Lion(params, **kw)
 
 
 class GIAdamW(torch.optim.AdamW):
@@ -170,6 +230,11 @@ def main():
     # The data must exercise the optimiser: parameters really move.
     if all((after[(STEPS, n)] - params[n]).abs().max() == 0 for n in params):
         failures.append("no parameter moved")
+    if args.case in COUPLED:
+        coupled, _, _ = run_torch(params, grads, lrs, COUPLED[args.case], clip)
+        apart = max(rel_err(coupled[(STEPS, n)], after[(STEPS, n)]) for n in params)
+        if not apart > 1e-3:
+            failures.append(f"decay at lr_t and at lr_t / lr_peak end only {apart:.3g} apart")
 
     print(f"{args.case}: {len(after)} parameter states, {len(updates)} updates, "
           f"worst relative error {worst:.3g} (tolerance {tol:g})")

@@ -49,12 +49,12 @@ TEST(OptimizerRegistry, ANewOptimiserIsKnownByItsName) {
   const auto kind = sign_sgd();
   EXPECT_EQ(train::parse_optimizer_kind("sign-sgd"), kind);
   EXPECT_EQ(train::to_string(kind), "sign-sgd");
-  EXPECT_EQ(train::optimizer_choices(), "sgd|adam|adamw|radam|sign-sgd");
+  EXPECT_EQ(train::optimizer_choices(), "sgd|adam|adamw|radam|lion|sign-sgd");
   try {
-    train::parse_optimizer_kind("lion");
-    ADD_FAILURE() << "accepted lion";
+    train::parse_optimizer_kind("lamb");
+    ADD_FAILURE() << "accepted lamb";
   } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("expected sgd|adam|adamw|radam|sign-sgd"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("expected sgd|adam|adamw|radam|lion|sign-sgd"), std::string::npos) << e.what();
   }
   const nlohmann::json j = sign_sgd_config();
   EXPECT_EQ(j.at("optimizer"), "sign-sgd");
@@ -156,6 +156,17 @@ TEST(OptimizerRegistry, BuiltInOptimisersAnswerForCurvature) {
   radam.kind = train::OptimizerKind::kRAdam;
   radam.betas = {0.8, 0.99};
   EXPECT_NEAR(analysis::stability_threshold(radam, 0.5), 36.0, 1e-12);  // (2 + 2 b1)/((1 - b1) lr) = 3.6/0.1
+}
+
+// Lion declares no threshold (docs/optimisers.md): curvature refuses it in one line naming it.
+TEST(OptimizerRegistry, CurvatureRefusesLion) {
+  train::OptimizerConfig c;
+  c.kind = train::OptimizerKind::kLion;
+  const auto problem = analysis::curvature_problem(c);
+  ASSERT_TRUE(problem.has_value());
+  EXPECT_EQ(*problem, "--optimizer lion: curvature needs its stability threshold and it declares none "
+                      "(docs/optimisers.md)");
+  EXPECT_THROW(analysis::stability_threshold(c, 1e-3), std::invalid_argument);
 }
 
 }  // namespace

@@ -19,7 +19,7 @@ using namespace normlab;
 
 int main(int argc, char** argv) {
   CLI::App app{"replay gradients through normlab's optimiser"};
-  std::string in, out, kind = "adamw", betas = "0.9,0.98", fallback = "skip", init_v = "zero";
+  std::string in, out, kind = "adamw", betas = "0.9,0.98", fallback = "skip", init_v = "zero", wd_mode = "lr";
   train::OptimizerConfig c;
   double clip_norm = -1.0;
   app.add_option("--in", in)->required();
@@ -32,6 +32,8 @@ int main(int argc, char** argv) {
   app.add_flag("--nesterov", c.nesterov);
   app.add_option("--radam-fallback", fallback);
   app.add_option("--adam-init-v", init_v);
+  app.add_option("--weight-decay-mode", wd_mode);
+  app.add_option("--peak-lr", c.peak_lr, "lr_peak of --weight-decay-mode independent (normlab train: --lr)");
   app.add_option("--clip-norm", clip_norm, "clip before every step (absent: no clipping)");
   CLI11_PARSE(app, argc, argv);
   try {
@@ -39,6 +41,7 @@ int main(int argc, char** argv) {
     c.betas = train::parse_betas(betas);
     c.radam_fallback = train::parse_radam_fallback(fallback);
     c.adam_init_v = train::parse_adam_init_v(init_v);
+    c.weight_decay_mode = train::parse_weight_decay_mode(wd_mode);
 
     const auto data = model::load_tensors(in);
     const auto lrs = data.at("lr").to(torch::kFloat64);

@@ -171,13 +171,28 @@ std::vector<OptimizerConfig> every_kind() {
   }
   out.push_back(radam(RAdamFallback::kSgd, 1e-2));
   out.push_back(radam(RAdamFallback::kSkip, 1e-2));
+  OptimizerConfig lion;
+  lion.kind = OptimizerKind::kLion;
+  lion.betas = train::default_betas(OptimizerKind::kLion);
+  lion.weight_decay = 1e-2;
+  out.push_back(lion);
+  // --weight-decay-mode independent (Wortsman et al. 2023), peak lr above every lr_of(k).
+  for (auto k : {OptimizerKind::kAdamW, OptimizerKind::kLion}) {
+    OptimizerConfig c;
+    c.kind = k;
+    c.weight_decay = 0.1;
+    c.weight_decay_mode = train::WeightDecayMode::kIndependent;
+    c.peak_lr = 0.05;
+    out.push_back(c);
+  }
   return out;
 }
 
 TEST(Optimizer, ResumeFromSavedStateIsBitExact) {
   constexpr int kTotal = 10, kSplit = 4;
   for (const auto& config : every_kind()) {
-    const auto label = to_string(config.kind) + "/" + to_string(config.radam_fallback);
+    const auto label =
+        to_string(config.kind) + "/" + to_string(config.radam_fallback) + "/" + to_string(config.weight_decay_mode);
     auto straight = make_params();
     train::Optimizer a(straight.named(), config);
     for (int k = 1; k <= kTotal; ++k) {
@@ -248,6 +263,36 @@ TEST(Optimizer, StateNamesAndPerParameterSteps) {
   const auto s2 = o2.state();
   EXPECT_EQ(s2.size(), 4u);
   EXPECT_TRUE(s2.count("momentum_buffer.encoder.fc1.weight"));
+}
+
+// Lion keeps m alone ("exp_avg.", Chen et al. 2023 Algorithm 2: no step count, no second
+// moment); AdamW's state is not Lion's, nor Lion's AdamW's.
+TEST(Optimizer, LionStateIsItsMomentumAlone) {
+  OptimizerConfig lion;
+  lion.kind = OptimizerKind::kLion;
+  auto p = make_params();
+  train::Optimizer opt(p.named(), lion);
+  set_grads(p, 1);
+  opt.step(0.01);
+  set_grads(p, 2);  // no gradient for the bias: its m stays as it was
+  const auto bias_m = opt.state().at("exp_avg.encoder.fc1.bias").clone();
+  opt.step(0.01);
+  const auto s = opt.state();
+  EXPECT_EQ(s.size(), 1u + 3u);
+  EXPECT_EQ(s.at("steps").item<int64_t>(), 2);
+  EXPECT_EQ(s.at("exp_avg.encoder.fc1.bias").scalar_type(), torch::kFloat32);
+  EXPECT_TRUE(torch::equal(s.at("exp_avg.encoder.fc1.bias"), bias_m));
+  // After one update m = (1 - b2) g_1 (b2 = 0.98 here, OptimizerConfig's default betas).
+  set_grads(p, 1);
+  EXPECT_TRUE(torch::allclose(bias_m, p.b.grad() * 0.02, 1e-6, 0.0));
+
+  auto q = make_params();
+  train::Optimizer adamw(q.named(), OptimizerConfig{});
+  set_grads(q, 1);
+  adamw.step(0.01);
+  auto r = make_params();
+  EXPECT_THROW(train::Optimizer(r.named(), lion).load_state(adamw.state()), std::runtime_error);
+  EXPECT_THROW(train::Optimizer(r.named(), OptimizerConfig{}).load_state(s), std::runtime_error);
 }
 
 TEST(Optimizer, LoadStateRejectsForeignState) {
@@ -360,9 +405,75 @@ TEST(OptimizerConfig, ProblemsListsEveryBadValue) {
   EXPECT_THROW(c.validate(), std::invalid_argument);
 }
 
+// Wortsman et al. 2023's independent decay, p *= 1 - wd lr_t / lr_peak: with zero gradients
+// neither AdamW (m = v = 0: a zero update) nor Lion (sign(0) = 0) moves p but by the decay, so
+// p after the rates lr_t is prod(1 - wd lr_t / lr_peak), whatever the size of the peak itself;
+// --weight-decay-mode lr (torch's) gives prod(1 - wd lr_t).
+TEST(OptimizerConfig, IndependentWeightDecayFollowsTheScheduleNotThePeak) {
+  const double wd = 0.1;
+  const std::vector<double> shape{1.0, 0.5, 0.25, 0.0, 1.0};  // lr_t / lr_peak
+  for (const auto kind : {OptimizerKind::kAdamW, OptimizerKind::kLion}) {
+    for (const double peak : {1e-4, 3e-2}) {
+      OptimizerConfig c;
+      c.kind = kind;
+      c.weight_decay = wd;
+      c.weight_decay_mode = train::WeightDecayMode::kIndependent;
+      c.peak_lr = peak;
+      auto p = scalar_param(1.0);
+      train::Optimizer opt({{"p", p}}, c);
+      double want = 1.0;
+      for (double s : shape) {
+        p.mutable_grad() = torch::zeros({1}, torch::kFloat64);
+        opt.step(s * peak);
+        want *= 1.0 - wd * s;
+      }
+      EXPECT_NEAR(p.item<double>(), want, 1e-15) << to_string(kind) << " peak " << peak;  // 0.9 0.95 0.975 1 0.9
+      c.weight_decay_mode = train::WeightDecayMode::kLr;  // torch.optim.AdamW, lion-pytorch
+      auto q = scalar_param(1.0);
+      train::Optimizer coupled({{"q", q}}, c);
+      double torch_want = 1.0;
+      for (double s : shape) {
+        q.mutable_grad() = torch::zeros({1}, torch::kFloat64);
+        coupled.step(s * peak);
+        torch_want *= 1.0 - wd * s * peak;
+      }
+      EXPECT_NEAR(q.item<double>(), torch_want, 1e-15) << to_string(kind) << " peak " << peak;
+    }
+  }
+}
+
+TEST(OptimizerConfig, WeightDecayModeProblems) {
+  OptimizerConfig c;  // adamw
+  c.weight_decay_mode = train::WeightDecayMode::kIndependent;
+  ASSERT_EQ(c.problems().size(), 1u);  // no peak lr given
+  EXPECT_EQ(c.problems()[0],
+            "--weight-decay-mode independent divides by the peak --lr, which must be positive, got 0");
+  c.peak_lr = 5e-4;
+  EXPECT_TRUE(c.problems().empty());
+  EXPECT_DOUBLE_EQ(c.decoupled_weight_decay(), 0.0);  // --weight-decay 0: no decay in either mode
+  c.weight_decay = 0.1;
+  EXPECT_DOUBLE_EQ(c.decoupled_weight_decay(), 200.0);  // 0.1 / 5e-4: p *= 1 - lr_t 200
+  for (const auto kind : {OptimizerKind::kSgd, OptimizerKind::kAdam, OptimizerKind::kRAdam}) {
+    c.kind = kind;
+    ASSERT_EQ(c.problems().size(), 1u) << to_string(kind);
+    EXPECT_EQ(c.problems()[0],
+              "--weight-decay-mode applies to --optimizer adamw|lion (decoupled weight decay) only, not " +
+                  to_string(kind));
+  }
+  c.kind = OptimizerKind::kLion;
+  EXPECT_TRUE(c.problems().empty());
+  c.weight_decay_mode = train::WeightDecayMode::kLr;
+  EXPECT_DOUBLE_EQ(c.decoupled_weight_decay(), 0.1);
+}
+
 TEST(OptimizerConfig, ParsersAndJson) {
-  for (const char* s : {"sgd", "adam", "adamw", "radam"})
+  for (const char* s : {"sgd", "adam", "adamw", "radam", "lion"})
     EXPECT_EQ(to_string(train::parse_optimizer_kind(s)), s);
+  EXPECT_EQ(train::parse_optimizer_kind("lion"), OptimizerKind::kLion);
+  // --betas where none is given: Chen et al. 2023's (lion-pytorch's) for lion, Vaswani's else.
+  EXPECT_EQ(train::default_betas(OptimizerKind::kLion), (std::array<double, 2>{0.9, 0.99}));
+  for (const auto k : {OptimizerKind::kSgd, OptimizerKind::kAdam, OptimizerKind::kAdamW, OptimizerKind::kRAdam})
+    EXPECT_EQ(train::default_betas(k), (std::array<double, 2>{0.9, 0.98})) << to_string(k);
   EXPECT_THROW(train::parse_optimizer_kind("nag"), std::invalid_argument);
   EXPECT_EQ(train::parse_radam_fallback("sgd"), RAdamFallback::kSgd);
   EXPECT_THROW(train::parse_radam_fallback("none"), std::invalid_argument);
@@ -377,6 +488,18 @@ TEST(OptimizerConfig, ParsersAndJson) {
   c.betas = {0.8, 0.99};
   const nlohmann::json j = c;
   EXPECT_EQ(nlohmann::json(j.get<OptimizerConfig>()), j);
+  EXPECT_EQ(train::parse_weight_decay_mode("independent"), train::WeightDecayMode::kIndependent);
+  EXPECT_THROW(train::parse_weight_decay_mode("decoupled"), std::invalid_argument);
+  OptimizerConfig w;
+  w.weight_decay_mode = train::WeightDecayMode::kIndependent;
+  w.peak_lr = 1e-3;  // not in config.json: the command copies --lr
+  const nlohmann::json jw = w;
+  EXPECT_EQ(jw.at("weight_decay_mode"), "independent");
+  EXPECT_FALSE(jw.contains("peak_lr"));
+  EXPECT_EQ(jw.get<OptimizerConfig>().weight_decay_mode, train::WeightDecayMode::kIndependent);
+  auto old = j;  // a config.json from before the option: torch's decay
+  old.erase("weight_decay_mode");
+  EXPECT_EQ(old.get<OptimizerConfig>().weight_decay_mode, train::WeightDecayMode::kLr);
 }
 
 // ---------------------------------------------------------------------------------------------

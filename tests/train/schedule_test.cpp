@@ -1,5 +1,6 @@
 // Learning-rate schedules against values computed by hand from their formulas
-// (docs/optimisers.md). `update` is 1-based; n = update - 1 is fairseq's num_updates.
+// (docs/optimisers.md; wsd's 1 - sqrt(x) with Python's math). `update` is 1-based; n = update - 1
+// is fairseq's num_updates.
 #include <cmath>
 #include <limits>
 
@@ -12,12 +13,13 @@ using namespace normlab::train;
 
 namespace {
 
-ScheduleConfig make(ScheduleKind kind, double lr, int64_t warmup, int64_t max_steps = 0) {
+ScheduleConfig make(ScheduleKind kind, double lr, int64_t warmup, int64_t max_steps = 0, int64_t wsd_decay_steps = 0) {
   ScheduleConfig c;
   c.kind = kind;
   c.lr = lr;
   c.warmup_steps = warmup;
   c.max_steps = max_steps;
+  c.wsd_decay_steps = wsd_decay_steps;
   EXPECT_TRUE(c.problems().empty()) << c.problems().front();
   return c;
 }
@@ -135,6 +137,80 @@ TEST(Schedule, Cosine) {
   EXPECT_NEAR(rate(w, 61), 5e-4, 1e-18);  // half way through the cosine
 }
 
+// Warm-up, stable, decay (Hägele et al. 2024, their wsd_schedule with n_hold = M - D):
+// W = 10, M = 110, D = 20, so updates n = 90..109 cool down with x = (n - 90) / 20. Values of
+// 1 - sqrt(x) from Python's math: x = 0.25: 0.5; 0.5: 0.2928932188134524; 0.95: 0.025320565519103666.
+TEST(Schedule, WsdWarmupStableThenCoolDown) {
+  auto c = make(ScheduleKind::kWsd, 1e-3, 10, 110, 20);
+  EXPECT_EQ(c.wsd_decay, WsdDecay::kOneMinusSqrt);  // the default shape, Hägele et al.'s best
+  EXPECT_EQ(rate(c, 1), 0.0);                       // n = 0: warmup_init_lr
+  EXPECT_NEAR(rate(c, 10), 9e-4, 1e-18);            // n = 9, the last warm-up update
+  EXPECT_EQ(rate(c, 11), 1e-3);                     // n = 10: stable
+  EXPECT_EQ(rate(c, 90), 1e-3);                     // n = 89: the last stable update
+  EXPECT_EQ(rate(c, 91), 1e-3);                     // n = 90: the first cool-down update, x = 0
+  EXPECT_NEAR(rate(c, 96), 5e-4, 1e-18);            // n = 95: x = 0.25
+  EXPECT_NEAR(rate(c, 101), 2.9289321881345245e-4, 1e-18);   // n = 100: the middle, x = 0.5
+  EXPECT_NEAR(rate(c, 110), 2.5320565519103668e-5, 1e-18);   // n = 109, update M: x = 0.95
+  EXPECT_EQ(rate(c, 111), 0.0);                     // n = M and beyond: min_lr
+  EXPECT_EQ(rate(c, 5000), 0.0);
+  c.min_lr = 1e-4;
+  EXPECT_NEAR(rate(c, 96), 5.5e-4, 1e-18);
+  EXPECT_NEAR(rate(c, 110), 1.227885089671933e-4, 1e-18);    // 1e-4 + 9e-4 (1 - sqrt(0.95))
+  EXPECT_EQ(rate(c, 111), 1e-4);
+
+  c.min_lr = 0.0;
+  c.wsd_decay = WsdDecay::kLinear;
+  EXPECT_EQ(rate(c, 91), 1e-3);
+  EXPECT_NEAR(rate(c, 96), 7.5e-4, 1e-18);
+  EXPECT_NEAR(rate(c, 101), 5e-4, 1e-18);
+  EXPECT_NEAR(rate(c, 110), 5e-5, 1e-18);  // lr / D, as linear's last update
+  EXPECT_EQ(rate(c, 111), 0.0);
+
+  // D = M - W: no stable phase; the cool-down starts right after the warm-up. W = 0: at update 1.
+  auto all = make(ScheduleKind::kWsd, 1e-3, 0, 20, 20);
+  EXPECT_EQ(rate(all, 1), 1e-3);
+  EXPECT_NEAR(rate(all, 2), 7.763932022500211e-4, 1e-18);  // x = 1/20 (Python: 1e-3 (1 - sqrt(0.05)))
+  EXPECT_NEAR(rate(all, 6), 5e-4, 1e-18);
+}
+
+TEST(Schedule, WsdRefusesWhatCannotBeScheduled) {
+  auto problems_of = [](int64_t warmup, int64_t max_steps, int64_t decay) {
+    ScheduleConfig c;
+    c.kind = ScheduleKind::kWsd;
+    c.warmup_steps = warmup;
+    c.max_steps = max_steps;
+    c.wsd_decay_steps = decay;
+    return c.problems();
+  };
+  EXPECT_TRUE(problems_of(10, 110, 100).empty());  // D = M - W: allowed
+  auto p = problems_of(4000, 0, 200);               // --max-epochs alone
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_EQ(p[0].rfind("--lr-schedule wsd needs --max-steps", 0), 0u) << p[0];
+  p = problems_of(100, 1000, 0);
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_EQ(p[0], "--lr-schedule wsd needs --wsd-decay-steps >= 1, the cool-down's updates, got 0 "
+                  "(Hägele et al. 2024: 20% of --max-steps, here 200)");
+  p = problems_of(200, 1000, 900);
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_EQ(p[0], "--wsd-decay-steps 900 exceeds --max-steps 1000 minus --warmup-steps 200 (800): "
+                  "the cool-down would begin inside the warm-up");
+  p = problems_of(10, 110, -5);  // the option's own range
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_EQ(p[0].rfind("--wsd-decay-steps must be >= 0", 0), 0u) << p[0];
+  p = problems_of(10, 0, 0);  // both at once, each on its line
+  EXPECT_EQ(p.size(), 2u);
+  for (const auto& line : p) EXPECT_EQ(line.find('\n'), std::string::npos) << line;
+
+  // Its options under another schedule.
+  ScheduleConfig other;
+  other.wsd_decay_steps = 100;
+  ASSERT_EQ(other.problems().size(), 1u);
+  EXPECT_EQ(other.problems()[0], "--wsd-decay-steps and --wsd-decay apply to --lr-schedule wsd only, not inverse-sqrt");
+  other.wsd_decay_steps = 0;
+  other.wsd_decay = WsdDecay::kLinear;
+  EXPECT_EQ(other.problems().size(), 1u);
+}
+
 TEST(Schedule, UpdateAndEpochAreOneBased) {
   ScheduleConfig c;
   EXPECT_THROW(learning_rate(c, 0, 1), std::invalid_argument);
@@ -144,7 +220,10 @@ TEST(Schedule, UpdateAndEpochAreOneBased) {
 TEST(Schedule, NamesRoundTrip) {
   for (const auto& name : schedule_kind_names())
     EXPECT_EQ(to_string(parse_schedule_kind(name)), name);
-  EXPECT_EQ(schedule_kind_names().size(), 6u);
+  EXPECT_EQ(schedule_kind_names().size(), 7u);
+  EXPECT_EQ(parse_wsd_decay("1-sqrt"), WsdDecay::kOneMinusSqrt);
+  EXPECT_EQ(to_string(WsdDecay::kLinear), "linear");
+  EXPECT_THROW(parse_wsd_decay("sqrt"), std::invalid_argument);
   try {
     parse_schedule_kind("inverse_sqrt");
     FAIL();
@@ -152,7 +231,7 @@ TEST(Schedule, NamesRoundTrip) {
     const std::string m = e.what();
     EXPECT_NE(m.find("--lr-schedule"), std::string::npos) << m;
     EXPECT_NE(m.find("'inverse_sqrt'"), std::string::npos) << m;
-    EXPECT_NE(m.find("constant|inverse-sqrt|linear|step-decay|t-fixup|cosine"), std::string::npos);
+    EXPECT_NE(m.find("constant|inverse-sqrt|linear|step-decay|t-fixup|cosine|wsd"), std::string::npos);
   }
 }
 
@@ -197,4 +276,19 @@ TEST(Schedule, JsonRoundTrip) {
   EXPECT_EQ(j.at("lr_schedule"), "step-decay");
   const auto back = j.get<ScheduleConfig>();
   EXPECT_EQ(nlohmann::json(back), j);
+
+  ScheduleConfig w;
+  w.kind = ScheduleKind::kWsd;
+  w.max_steps = 1000;
+  w.wsd_decay_steps = 200;
+  w.wsd_decay = WsdDecay::kLinear;
+  const nlohmann::json jw = w;
+  EXPECT_EQ(jw.at("wsd_decay"), "linear");
+  EXPECT_EQ(jw.at("wsd_decay_steps"), 200);
+  EXPECT_EQ(nlohmann::json(jw.get<ScheduleConfig>()), jw);
+  // A config.json from before wsd has neither key: their defaults.
+  auto old = j;
+  old.erase("wsd_decay");
+  old.erase("wsd_decay_steps");
+  EXPECT_EQ(nlohmann::json(old.get<ScheduleConfig>()), j);
 }

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """normlab train's run folder and failure modes on real data (Multi30k val, a tiny model):
-the files it writes and their fields, divergence recorded and stopped cleanly (exit 0, or 3
-with --fail-on-divergence), a resumed RUN_DIR refusing a different experiment, --keep-last,
---stop-time-hours, and bad input as one line with exit code 2."""
+the files it writes and their fields, lion's own default betas, independent weight decay,
+divergence recorded and stopped cleanly (exit 0, or 3 with --fail-on-divergence), a resumed
+RUN_DIR refusing a different experiment, --keep-last, --stop-time-hours, and bad input as one
+line with exit code 2."""
 import json
 import os
 import subprocess
@@ -68,6 +69,19 @@ def main():
     info = subprocess.run([args.normlab, "info", "--json", "--no-gemm"], capture_output=True, text=True, timeout=60)
     check(info.returncode == 0 and json.loads(info.stdout)["cpu_native_bf16"] == native,
           f"normlab info's cpu_native_bf16 vs flags '{native}': {info.stdout}")
+
+    # --optimizer lion without --betas trains with Chen et al. 2023's 0.9,0.99 (lion-pytorch's
+    # default), recorded in config.json; --betas given is kept.
+    for extra, want in (([], [0.9, 0.99]), (["--betas", "0.9,0.98"], [0.9, 0.98])):
+        out = w("lion" + "".join(extra[1:]))
+        r = run("--optimizer", "lion", "--lr", "1e-4", "--max-steps", "1", *extra, "--out", out)
+        got = json.load(open(os.path.join(out, "config.json")))["optimizer"] if r.returncode == 0 else None
+        check(r.returncode == 0 and got["betas"] == want, f"lion {extra}: betas {got} {r.stderr[-300:]}")
+
+    # --weight-decay-mode independent trains (the command gives it --lr as lr_peak) and is recorded.
+    r = run("--weight-decay", "1e-4", "--weight-decay-mode", "independent", "--max-steps", "1", "--out", w("indep"))
+    got = json.load(open(w("indep/config.json")))["optimizer"] if r.returncode == 0 else None
+    check(r.returncode == 0 and got["weight_decay_mode"] == "independent", f"independent decay: {got} {r.stderr[-300:]}")
 
     # Re-running into the folder with another model is refused, naming what changed.
     r = run("--max-epochs", "3", "--d-model", "32", "--out", w("ok"))
@@ -140,6 +154,12 @@ def main():
         (["--max-steps", "5", "--update-freq", "0", "--out", w("x")], "--update-freq"),
         (["--max-steps", "5", "--betas", "0.9", "--out", w("x")], "--betas"),
         (["--max-steps", "5", "--stop-time-hours", "-1", "--out", w("x")], "--stop-time-hours"),
+        (["--max-steps", "5", "--optimizer", "adam", "--weight-decay-mode", "independent", "--out", w("x")],
+         "--weight-decay-mode applies to --optimizer adamw|lion"),
+        (["--max-epochs", "1", "--lr-schedule", "wsd", "--wsd-decay-steps", "2", "--out", w("x")],
+         "--lr-schedule wsd needs --max-steps"),
+        (["--max-steps", "10", "--lr-schedule", "wsd", "--warmup-steps", "5", "--wsd-decay-steps", "6",
+          "--out", w("x")], "--wsd-decay-steps 6 exceeds --max-steps 10 minus --warmup-steps 5"),
     ]
     for argv, expected in bad:
         r = run(*argv) if argv else subprocess.run([args.normlab, "train"], capture_output=True, text=True)

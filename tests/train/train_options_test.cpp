@@ -22,10 +22,12 @@ const std::set<std::string> kFlags = {
     "--train", "--valid", "--test", "--max-length-ratio", "--src", "--tgt", "--vocab-size", "--cache-dir",
     "--max-tokens", "--max-sentences", "--update-freq", "--bucket-cap-mb", "--max-pairs", "--block-size", "--init-from",
     "--init-from-update", "--add-encoder-layers", "--add-decoder-layers", "--pretrained-lr-scale", "--optimizer", "--betas", "--eps",
-    "--weight-decay", "--momentum", "--nesterov", "--radam-fallback", "--adam-init-v", "--fp16-init-scale",
+    "--weight-decay", "--momentum", "--nesterov", "--radam-fallback", "--adam-init-v", "--weight-decay-mode",
+    "--fp16-init-scale",
     "--fp16-scale-window", "--min-loss-scale", "--clip-norm", "--label-smoothing", "--ls-formula", "--z-loss", "--lr",
     "--lr-schedule", "--warmup-steps", "--warmup-init-lr", "--min-lr", "--lr-decay-epochs", "--lr-decay-factor",
-    "--lr-decay-count", "--tfixup-decay-steps", "--max-epochs", "--max-steps", "--stop-time-hours", "--out",
+    "--lr-decay-count", "--tfixup-decay-steps", "--wsd-decay-steps", "--wsd-decay", "--max-epochs", "--max-steps",
+    "--stop-time-hours", "--out",
     "--log-interval", "--save-interval", "--save-interval-updates", "--validate-interval-updates", "--keep-last",
     "--seed", "--fail-on-divergence", "--mask-prob", "--leave-unmasked-prob", "--random-token-prob",
     "--valid-at-init", "--trace-steps", "--trace-params", "--trace-logits", "--curvature-every",
@@ -38,9 +40,11 @@ const std::set<std::string> kKeys = {
     "data.cache_dir", "data.vocab_size", "data.character_coverage", "batching.max_tokens", "batching.max_sentences",
     "batching.update_freq", "precision", "optimizer.optimizer", "optimizer.betas", "optimizer.eps",
     "optimizer.weight_decay", "optimizer.momentum", "optimizer.nesterov", "optimizer.radam_fallback",
-    "optimizer.adam_init_v", "schedule.lr_schedule", "schedule.lr", "schedule.warmup_steps", "schedule.warmup_init_lr",
+    "optimizer.adam_init_v", "optimizer.weight_decay_mode", "schedule.lr_schedule", "schedule.lr",
+    "schedule.warmup_steps", "schedule.warmup_init_lr",
     "schedule.min_lr", "schedule.max_steps", "schedule.lr_decay_epochs", "schedule.lr_decay_factor",
-    "schedule.lr_decay_count", "schedule.tfixup_decay_steps", "loss.label_smoothing", "loss.formula", "loss.z_loss",
+    "schedule.lr_decay_count", "schedule.tfixup_decay_steps", "schedule.wsd_decay_steps", "schedule.wsd_decay",
+    "loss.label_smoothing", "loss.formula", "loss.z_loss",
     "loss.clip_norm", "seed", "limits.max_epochs", "limits.max_steps", "limits.stop_time_hours", "output.out",
     "output.log_interval", "output.save_interval", "output.save_interval_updates",
     "output.validate_interval_updates", "output.keep_last",
@@ -198,7 +202,8 @@ TEST(TrainOptions, AnUnknownNameIsRefusedInOneLine) {
     ADD_FAILURE() << "--lr-schedule cosin was accepted";
   } catch (const CLI::ValidationError& e) {
     EXPECT_EQ(std::string(e.what()),
-              "--lr-schedule: unknown value 'cosin', expected constant|inverse-sqrt|linear|step-decay|t-fixup|cosine");
+              "--lr-schedule: unknown value 'cosin', expected "
+              "constant|inverse-sqrt|linear|step-decay|t-fixup|cosine|wsd");
   }
 }
 

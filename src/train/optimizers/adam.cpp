@@ -74,8 +74,9 @@ bool Adam::fused_update(const NamedTensors& params, const std::vector<size_t>& r
       vs.push_back(moments_[i].exp_avg_sq);
     }
     const double group_lr = lr * std::get<0>(key);
-    if (decoupled_)
-      at::_fused_adamw_(ps, gs, ms, vs, {}, steps, group_lr, beta1, beta2, c.weight_decay, c.eps, false, false);
+    if (decoupled_)  // p *= 1 - lr c first: c = --weight-decay, or its independent form
+      at::_fused_adamw_(ps, gs, ms, vs, {}, steps, group_lr, beta1, beta2, c.decoupled_weight_decay(), c.eps, false,
+                        false);
     else
       at::_fused_adam_(ps, gs, ms, vs, {}, steps, group_lr, beta1, beta2, c.weight_decay, c.eps, false, false);
   }
@@ -91,7 +92,7 @@ void Adam::update(const torch::Tensor& p, const torch::Tensor& grad, size_t i, d
   auto g = grad;
   if (wd != 0.0) {
     if (decoupled_) {
-      p.mul_(1.0 - lr * wd);  // decoupled (Loshchilov & Hutter; fairseq's adam)
+      p.mul_(1.0 - lr * c.decoupled_weight_decay());  // decoupled (Loshchilov & Hutter; fairseq's adam)
     } else {
       g = grad.add(p, wd);  // L2 penalty in the gradient
     }

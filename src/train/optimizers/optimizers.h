@@ -13,5 +13,6 @@ std::unique_ptr<OptimizerAlgorithm> make_sgd(const OptimizerConfig& config, size
 std::unique_ptr<OptimizerAlgorithm> make_adam(const OptimizerConfig& config, size_t parameters);   // adam.cpp
 std::unique_ptr<OptimizerAlgorithm> make_adamw(const OptimizerConfig& config, size_t parameters);  // adam.cpp
 std::unique_ptr<OptimizerAlgorithm> make_radam(const OptimizerConfig& config, size_t parameters);  // radam.cpp
+std::unique_ptr<OptimizerAlgorithm> make_lion(const OptimizerConfig& config, size_t parameters);   // lion.cpp
 
 }  // namespace normlab::train

@@ -12,8 +12,9 @@ std::deque<OptimizerEntry>& registry() {
   static std::deque<OptimizerEntry> entries{
       {"sgd", make_sgd, kMomentumOption},
       {"adam", make_adam, kAdamInitVOption},
-      {"adamw", make_adamw, kAdamInitVOption},
+      {"adamw", make_adamw, kAdamInitVOption | kWeightDecayModeOption},
       {"radam", make_radam, kAdamInitVOption | kRAdamFallbackOption},
+      {"lion", make_lion, kWeightDecayModeOption, {0.9, 0.99}},  // Chen et al. 2023's betas (lion-pytorch's)
   };
   return entries;
 }
@@ -57,6 +58,8 @@ OptimizerKind register_optimizer(OptimizerEntry entry) {
   registry().push_back(std::move(entry));
   return parse_optimizer_kind(registry().back().name);
 }
+
+std::array<double, 2> default_betas(OptimizerKind kind) { return optimizer_entry(kind).betas; }
 
 std::unique_ptr<OptimizerAlgorithm> make_optimizer(const OptimizerConfig& config, size_t parameters) {
   return optimizer_entry(config.kind).make(config, parameters);
