@@ -15,7 +15,7 @@ fail), then `normlab report`, then checks that
 ctest (`recipe.paper_recipes_smoke`) runs every paper recipe: xiong_fig2, xiong_fig3, xiong_fig4,
 huang_table1, huang_fig2_3, huang_fig3c, huang_fig4b, schemes, schemes_2025, hessian_report and
 advise_grid (with scripts/advise_confusion.py's table against the cells' own files), sharpness,
-lr_sensitivity (scripts/lr_sensitivity.py against the cells' own records) and dt_fixup (its frozen cell's trained parameters against the pretrained checkpoint, by torch.load).
+lr_sensitivity (scripts/lr_sensitivity.py against the cells' own records), optimizer_warmup and dt_fixup (its frozen cell's trained parameters against the pretrained checkpoint, by torch.load).
 `recipe.lm_recipes_smoke` runs the decoder-only lm_sharpness and the encoder-only xiong_fig5, with
 --data ../shared/data/lm (a recipe without a [synth] task reads that text)."""
 import csv
@@ -56,6 +56,7 @@ FIGURES = {
                      "curvature-pre-ln-nowarm", "curvature-gpt2-nowarm", "curvature-t-fixup-nowarm",
                      "curvature-admin-nowarm"},
     "xiong_fig5": {"valid-loss", "train-loss"},
+    "optimizer_warmup": {"valid-loss", "train-loss", "lr-grid"},
     "sharpness": {"valid-loss", "train-loss", "curvature-post-ln-nowarm", "curvature-post-ln-warm",
                   "curvature-pre-ln-nowarm", "curvature-t-fixup-nowarm", "curvature-admin-nowarm"},
     "schemes_2025": {"valid-loss", "train-loss", "grad-norms-probe", "hidden-norms-probe",
@@ -299,6 +300,27 @@ def main():
             got = [float(t["lr_sensitivity"]) for t in table if t["config"] == "nowarm" and t["scheme"] == "post-ln"]
             check(len(group) > 1 and got and all(close(g, expected, 1e-5) for g in got),
                   f"lr_sensitivity nowarm post-ln: {got} vs {expected}")
+
+        if name == "optimizer_warmup":
+            # The wsd cell's logged rates against Hägele et al.'s schedule (arXiv 2405.18392, the
+            # warm-up-stable-decay with a 1-sqrt cool-down), written here from the paper: update
+            # n (a record at step s logs n = s - 1) ramps from I over W updates, holds lr, and from
+            # M - D falls as lr (1 - sqrt((n - (M - D)) / D)) towards min_lr 0.
+            sched = json.load(open(os.path.join(cell("wsd"), "config.json")))["schedule"]
+            lr, W, M, D, I = (sched[k] for k in ("lr", "warmup_steps", "max_steps", "wsd_decay_steps", "warmup_init_lr"))
+
+            def wsd(n):
+                if n < W:
+                    return I + n * (lr - I) / W
+                return lr if n < M - D else lr * (1 - math.sqrt((n - (M - D)) / D))
+            logged = [json.loads(l) for l in open(os.path.join(cell("wsd"), "metrics.jsonl")) if '"lr"' in l]
+            check(sched["lr_schedule"] == "wsd" and sched["wsd_decay"] == "1-sqrt" and len(logged) >= 3
+                  and all(close(x["lr"], wsd(x["step"] - 1), 1e-12) for x in logged),
+                  f"optimizer_warmup: wsd rates {[(x['step'], x['lr'], wsd(x['step'] - 1)) for x in logged]}")
+            final = {x["cell"]: float(x["final_valid_loss"]) for x in rows(os.path.join(out, "summary.csv"))}
+            want = "reproduced" if final["wsd"] - final["cosine"] < 0.02 else "not reproduced"
+            text = next(c["text"] for c in claims if c["rule"].startswith("final_valid_loss(wsd)"))
+            check(verdicts[text] == want, f"optimizer_warmup: WSD claim {verdicts[text]}, Python says {want}")
 
         if name == "dt_fixup":
             # deep-frozen: the trained part bit-identical to pretrain's best checkpoint (torch.load);

@@ -414,30 +414,27 @@ TEST(OptimizerConfig, IndependentWeightDecayFollowsTheScheduleNotThePeak) {
   const std::vector<double> shape{1.0, 0.5, 0.25, 0.0, 1.0};  // lr_t / lr_peak
   for (const auto kind : {OptimizerKind::kAdamW, OptimizerKind::kLion}) {
     for (const double peak : {1e-4, 3e-2}) {
-      OptimizerConfig c;
-      c.kind = kind;
-      c.weight_decay = wd;
-      c.weight_decay_mode = train::WeightDecayMode::kIndependent;
-      c.peak_lr = peak;
-      auto p = scalar_param(1.0);
-      train::Optimizer opt({{"p", p}}, c);
-      double want = 1.0;
-      for (double s : shape) {
-        p.mutable_grad() = torch::zeros({1}, torch::kFloat64);
-        opt.step(s * peak);
-        want *= 1.0 - wd * s;
-      }
-      EXPECT_NEAR(p.item<double>(), want, 1e-15) << to_string(kind) << " peak " << peak;  // 0.9 0.95 0.975 1 0.9
-      c.weight_decay_mode = train::WeightDecayMode::kLr;  // torch.optim.AdamW, lion-pytorch
-      auto q = scalar_param(1.0);
-      train::Optimizer coupled({{"q", q}}, c);
-      double torch_want = 1.0;
-      for (double s : shape) {
-        q.mutable_grad() = torch::zeros({1}, torch::kFloat64);
-        coupled.step(s * peak);
-        torch_want *= 1.0 - wd * s * peak;
-      }
-      EXPECT_NEAR(q.item<double>(), torch_want, 1e-15) << to_string(kind) << " peak " << peak;
+      // p after the rates s * peak under `mode`, and the product of (1 - wd s factor) it should be
+      auto decayed = [&](train::WeightDecayMode mode, double factor) {
+        OptimizerConfig c;
+        c.kind = kind;
+        c.weight_decay = wd;
+        c.weight_decay_mode = mode;
+        c.peak_lr = peak;
+        auto p = scalar_param(1.0);
+        train::Optimizer opt({{"p", p}}, c);
+        double want = 1.0;
+        for (double s : shape) {
+          p.mutable_grad() = torch::zeros({1}, torch::kFloat64);
+          opt.step(s * peak);
+          want *= 1.0 - wd * s * factor;
+        }
+        return std::make_pair(p.item<double>(), want);
+      };
+      const auto [independent, want] = decayed(train::WeightDecayMode::kIndependent, 1.0);  // 0.9 0.95 0.975 1 0.9
+      EXPECT_NEAR(independent, want, 1e-15) << to_string(kind) << " peak " << peak;
+      const auto [coupled, torch_want] = decayed(train::WeightDecayMode::kLr, peak);  // torch.optim.AdamW, lion-pytorch
+      EXPECT_NEAR(coupled, torch_want, 1e-15) << to_string(kind) << " peak " << peak;
     }
   }
 }
