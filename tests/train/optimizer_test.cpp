@@ -457,7 +457,7 @@ TEST(OptimizerConfig, WeightDecayModeProblems) {
     c.kind = kind;
     ASSERT_EQ(c.problems().size(), 1u) << to_string(kind);
     EXPECT_EQ(c.problems()[0],
-              "--weight-decay-mode applies to --optimizer adamw|lion (decoupled weight decay) only, not " +
+              "--weight-decay-mode applies to --optimizer adamw|lion|muon (decoupled weight decay) only, not " +
                   to_string(kind));
   }
   c.kind = OptimizerKind::kLion;
