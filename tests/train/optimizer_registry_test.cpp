@@ -169,5 +169,18 @@ TEST(OptimizerRegistry, CurvatureRefusesLion) {
   EXPECT_THROW(analysis::stability_threshold(c, 1e-3), std::invalid_argument);
 }
 
+// Muon declares none either (docs/optimisers.md: none known for Muon, and its mixture with AdamW
+// has no single one): curvature refuses it too.
+TEST(OptimizerRegistry, CurvatureRefusesMuon) {
+  train::OptimizerConfig c;
+  c.kind = train::OptimizerKind::kMuon;
+  const auto problem = analysis::curvature_problem(c);
+  ASSERT_TRUE(problem.has_value());
+  EXPECT_EQ(*problem, "--optimizer muon: curvature needs its stability threshold and it declares none "
+                      "(docs/optimisers.md)");
+  EXPECT_THROW(analysis::stability_threshold(c, 1e-3), std::invalid_argument);
+  EXPECT_THROW(analysis::preconditioned(c), std::invalid_argument);
+}
+
 }  // namespace
 }  // namespace normlab

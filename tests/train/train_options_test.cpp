@@ -152,6 +152,14 @@ TEST(TrainOptions, AValueOutOfRangeIsOneProblemNamingItsFlag) {
       {"--trace-steps", [](TrainConfig& c) { c.trace.steps = -1; }},
       {"--pretrained-lr-scale", [](TrainConfig& c) { c.init_from.pretrained_lr_scale = -1; }},
       {"--init-from-update", [](TrainConfig& c) { c.init_from.update = -1; }},
+      {"--muon-momentum", [](TrainConfig& c) {
+         c.optimizer.kind = OptimizerKind::kMuon;  // the one that reads it
+         c.optimizer.muon_momentum = 1;
+       }},
+      {"--muon-ns-steps", [](TrainConfig& c) {
+         c.optimizer.kind = OptimizerKind::kMuon;
+         c.optimizer.muon_ns_steps = 100;  // torch.optim.Muon: fewer than 100
+       }},
   };
   for (const auto& [flag, set] : cases) {
     TrainConfig c;
@@ -182,6 +190,31 @@ TEST(TrainOptions, TheCommandLineSetsTheFields) {
   EXPECT_EQ(cmd.config.trace.params, (std::vector<std::string>{"a", "b"}));
   EXPECT_EQ(cmd.config.optimizer.kind, OptimizerKind::kSgd);
   EXPECT_EQ(cmd.config.best_metric, BestMetric::kBleu);
+}
+
+// --muon-nesterov is on unless given as --muon-nesterov=false (CLI11's value of a flag); muon's
+// other options set their fields.
+TEST(TrainOptions, MuonsOptionsFromTheCommandLine) {
+  Command plain;
+  plain.parse({"--optimizer", "muon"});
+  EXPECT_EQ(plain.config.optimizer.kind, OptimizerKind::kMuon);
+  EXPECT_TRUE(plain.config.optimizer.muon_nesterov);
+  EXPECT_EQ(plain.config.optimizer.muon_adjust_lr, MuonAdjustLr::kMatchRmsAdamW);
+  Command set;
+  set.parse({"--optimizer", "muon", "--muon-nesterov=false", "--muon-momentum", "0.9", "--muon-ns-steps", "3",
+             "--muon-adjust-lr", "original"});
+  EXPECT_FALSE(set.config.optimizer.muon_nesterov);
+  EXPECT_EQ(set.config.optimizer.muon_momentum, 0.9);
+  EXPECT_EQ(set.config.optimizer.muon_ns_steps, 3);
+  EXPECT_EQ(set.config.optimizer.muon_adjust_lr, MuonAdjustLr::kOriginal);
+  Command on;
+  on.parse({"--optimizer", "muon", "--muon-nesterov"});
+  EXPECT_TRUE(on.config.optimizer.muon_nesterov);
+  nlohmann::json j;
+  to_json(j, set.config);
+  EXPECT_EQ(j["optimizer"]["muon_adjust_lr"], "original");
+  EXPECT_EQ(j["optimizer"]["muon_nesterov"], false);
+  EXPECT_TRUE(j["optimizer"]["muon_ns_steps"].is_number_integer());
 }
 
 TEST(TrainOptions, AnEmptyNumberIsRefusedNamingTheOption) {
