@@ -45,8 +45,9 @@ namespace {
 constexpr const char* kMomentumBuffer = "momentum_buffer";
 
 // Jordan et al.'s quintic Newton-Schulz coefficients (a, b, c), chosen to maximise the slope at
-// zero; the iteration drives every singular value of a matrix of spectral norm <= 1 into roughly
-// [0.7, 1.2] (not to 1) in 5 steps. torch.optim.Muon's DEFAULT_A, DEFAULT_B, DEFAULT_C.
+// zero; in 5 steps the iteration takes every singular value of a matrix of spectral norm <= 1
+// into roughly (0.5, 1.5) (Jordan et al.; 0.68-1.14 measured on random 4 x 6 matrices),
+// not to 1. torch.optim.Muon's DEFAULT_A, DEFAULT_B, DEFAULT_C.
 constexpr double kA = 3.4445, kB = -4.7750, kC = 2.0315;
 // The normalisation's floor, torch.optim.Muon's eps (EPS); not --eps, which is AdamW's.
 constexpr double kNormFloor = 1e-7;
@@ -54,7 +55,7 @@ constexpr double kNormFloor = 1e-7;
 // torch's _zeropower_via_newtonschulz: X = U in bfloat16, transposed when A > B (so that X X^T is
 // the smaller Gram matrix), X /= max(||X||_F, eps) (spectral norm <= 1), then `steps` times
 // G = X X^T, X = a X + (b G + c G G) X; U's shape, in bfloat16, close to the orthogonal factor
-// of U's polar decomposition (U S' V^T in place of U V^T, Jordan et al.). The same ATen calls in
+// of U's polar decomposition (U' S' V'^T in place of U' V'^T, Jordan et al.). The same ATen calls in
 // the same order, so that the results are torch's bit for bit.
 torch::Tensor newton_schulz(const torch::Tensor& u, int64_t steps) {
   auto x = u.to(torch::kBFloat16);
