@@ -30,6 +30,7 @@ std::string readers(OptimizerOption option) {
 std::string to_string(RAdamFallback f) { return radam_fallbacks().name(f); }
 std::string to_string(AdamInitV v) { return adam_init_vs().name(v); }
 std::string to_string(WeightDecayMode m) { return weight_decay_modes().name(m); }
+std::string to_string(MuonAdjustLr a) { return muon_adjust_lrs().name(a); }
 
 RAdamFallback parse_radam_fallback(const std::string& s, const std::string& option) {
   return radam_fallbacks().parse(s, option);
@@ -41,6 +42,10 @@ AdamInitV parse_adam_init_v(const std::string& s, const std::string& option) {
 
 WeightDecayMode parse_weight_decay_mode(const std::string& s, const std::string& option) {
   return weight_decay_modes().parse(s, option);
+}
+
+MuonAdjustLr parse_muon_adjust_lr(const std::string& s, const std::string& option) {
+  return muon_adjust_lrs().parse(s, option);
 }
 
 // Wortsman et al. 2023 (arXiv 2309.14322, "independent weight decay"): theta -= s_t lambda theta
@@ -86,13 +91,30 @@ std::vector<std::string> OptimizerConfig::problems() const {
   if ((reads & kMomentumOption) && nesterov && !(momentum > 0.0)) out.push_back("--nesterov needs --momentum > 0");
   if (!(reads & kMomentumOption) && (momentum != 0.0 || nesterov))
     out.push_back("--momentum and --nesterov apply to --optimizer " + readers(kMomentumOption) + " only, not " +
-                  to_string(kind) + " (the Adam family's momentum is --betas)");
+                  to_string(kind) +
+                  ((reads & kMuonOption) ? " (muon's are --muon-momentum and --muon-nesterov, its AdamW's --betas)"
+                                         : " (the Adam family's momentum is --betas)"));
   if (!(reads & kRAdamFallbackOption) && radam_fallback != RAdamFallback::kSkip)
     out.push_back("--radam-fallback applies to --optimizer " + readers(kRAdamFallbackOption) + " only, not " +
                   to_string(kind));
   if (!(reads & kAdamInitVOption) && adam_init_v != AdamInitV::kZero)
     out.push_back("--adam-init-v applies to --optimizer " + readers(kAdamInitVOption) + " only, not " +
                   to_string(kind));
+  if (!(reads & kMuonOption)) {
+    const OptimizerConfig defaults;
+    std::vector<std::string> given;
+    if (muon_momentum != defaults.muon_momentum) given.emplace_back("--muon-momentum");
+    if (muon_nesterov != defaults.muon_nesterov) given.emplace_back("--muon-nesterov");
+    if (muon_ns_steps != defaults.muon_ns_steps) given.emplace_back("--muon-ns-steps");
+    if (muon_adjust_lr != defaults.muon_adjust_lr) given.emplace_back("--muon-adjust-lr");
+    if (!given.empty()) {
+      std::string names;
+      for (size_t k = 0; k < given.size(); ++k)
+        names += (k == 0 ? "" : k + 1 == given.size() ? " and " : ", ") + given[k];
+      out.push_back(names + (given.size() == 1 ? " applies" : " apply") + " to --optimizer " + readers(kMuonOption) +
+                    " only, not " + to_string(kind));
+    }
+  }
   if (weight_decay_mode != WeightDecayMode::kLr) {
     if (!(reads & kWeightDecayModeOption))
       out.push_back("--weight-decay-mode applies to --optimizer " + readers(kWeightDecayModeOption) +
@@ -231,6 +253,14 @@ void from_json(const nlohmann::json& j, OptimizerConfig& c) {
   c.adam_init_v = parse_adam_init_v(j.value("adam_init_v", std::string("zero")), "adam_init_v");  // older runs: zero
   c.weight_decay_mode =
       parse_weight_decay_mode(j.value("weight_decay_mode", std::string("lr")), "weight_decay_mode");  // older runs: lr
+  // Runs from before --optimizer muon: its defaults.
+  const OptimizerConfig defaults;
+  c.muon_momentum = j.value("muon_momentum", defaults.muon_momentum);
+  c.muon_nesterov = j.value("muon_nesterov", defaults.muon_nesterov);
+  c.muon_ns_steps = j.value("muon_ns_steps", defaults.muon_ns_steps);
+  c.muon_adjust_lr = j.contains("muon_adjust_lr")
+                         ? parse_muon_adjust_lr(j.at("muon_adjust_lr").get<std::string>(), "muon_adjust_lr")
+                         : defaults.muon_adjust_lr;
 }
 
 }  // namespace normlab::train

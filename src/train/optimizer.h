@@ -1,5 +1,6 @@
 // normlab's optimisers (docs/optimisers.md): SGD, Adam, AdamW as PyTorch defines them, RAdam
-// as its authors' code does (REFERENCE §1) and Lion as lion-pytorch does (REFERENCE §11). Our
+// as its authors' code does (REFERENCE §1), Lion as lion-pytorch does and Muon as torch.optim.Muon
+// does, with AdamW for what Muon does not update (REFERENCE §11). Our
 // own, not torch::optim, so that the state is ours to save bit-exactly and the update of each
 // step can be recorded on request. Each is a class registered by its --optimizer name
 // (optimizer_algorithm.h); `Optimizer` is the facade.
@@ -28,6 +29,8 @@ class OptimizerKind {
   static const OptimizerKind kAdamW;  // torch.optim.AdamW: decoupled weight decay p -= lr*wd*p (fairseq's "adam")
   static const OptimizerKind kRAdam;  // Liu et al. 2020, authors' code: rectified Adam, decoupled weight decay
   static const OptimizerKind kLion;   // Chen et al. 2023: sign of an interpolated momentum, decoupled weight decay
+  static const OptimizerKind kMuon;   // Jordan et al. 2024, Liu et al. 2025: orthogonalised momentum for the 2-D
+                                      // hidden weights, AdamW for the rest (optimizers/muon.h says which)
 
   std::string_view name() const { return name_; }
   friend bool operator==(OptimizerKind a, OptimizerKind b) { return a.name_ == b.name_; }
@@ -45,6 +48,7 @@ inline constexpr OptimizerKind OptimizerKind::kAdam{"adam"};
 inline constexpr OptimizerKind OptimizerKind::kAdamW{"adamw"};
 inline constexpr OptimizerKind OptimizerKind::kRAdam{"radam"};
 inline constexpr OptimizerKind OptimizerKind::kLion{"lion"};
+inline constexpr OptimizerKind OptimizerKind::kMuon{"muon"};
 
 // RAdam's update while the variance is not yet rectifiable (rho_t < 5, REFERENCE §1).
 enum class RAdamFallback {
@@ -63,15 +67,24 @@ enum class WeightDecayMode {
   kIndependent,  // s = lr_t / lr_peak, the schedule's multiplier alone: Wortsman et al. 2023's
                  // "independent" decay (Loshchilov & Hutter's Algorithm 2, eta_t lambda theta)
 };
+// How muon scales the orthogonalised update O of an A x B matrix: p -= lr s O (torch.optim.Muon's
+// adjust_lr_fn).
+enum class MuonAdjustLr {
+  kOriginal,       // s = sqrt(max(1, A/B)): Jordan et al. 2024, torch's default ("original")
+  kMatchRmsAdamW,  // s = 0.2 sqrt(max(A, B)): Liu et al. 2025 (Moonlight), the update RMS of AdamW's
+                   // (~0.2), so that one --lr and --weight-decay serve Muon and its AdamW ("match_rms_adamw")
+};
 std::string to_string(OptimizerKind k);
 std::string to_string(RAdamFallback f);
 std::string to_string(AdamInitV v);
 std::string to_string(WeightDecayMode m);
-// The registered optimisers in the order of registration, and their names "sgd|adam|adamw|radam|lion".
+std::string to_string(MuonAdjustLr a);
+// The registered optimisers in the order of registration, and their names "sgd|adam|adamw|radam|lion|muon".
 std::vector<OptimizerKind> optimizer_kinds();
 std::string optimizer_choices();
 // The --betas of `kind` where the command line gives none (`normlab train` applies it): its
-// registry entry's, 0.9,0.99 for lion (Chen et al. 2023, lion-pytorch), else 0.9,0.98.
+// registry entry's, 0.9,0.99 for lion (Chen et al. 2023, lion-pytorch), 0.9,0.95 for muon's AdamW
+// (Jordan et al.'s and Moonlight's), else 0.9,0.98.
 std::array<double, 2> default_betas(OptimizerKind kind);
 // Parsers throw std::invalid_argument naming `option`, the value and the choices.
 OptimizerKind parse_optimizer_kind(const std::string& s, const std::string& option = "--optimizer");
@@ -79,14 +92,15 @@ RAdamFallback parse_radam_fallback(const std::string& s,
                                    const std::string& option = "--radam-fallback");
 AdamInitV parse_adam_init_v(const std::string& s, const std::string& option = "--adam-init-v");
 WeightDecayMode parse_weight_decay_mode(const std::string& s, const std::string& option = "--weight-decay-mode");
+MuonAdjustLr parse_muon_adjust_lr(const std::string& s, const std::string& option = "--muon-adjust-lr");
 // "0.9,0.98" -> {0.9, 0.98}.
 std::array<double, 2> parse_betas(const std::string& s, const std::string& option = "--betas");
 
 // The learning rate is not here: Optimizer::step takes the scheduled rate (schedule.h).
 struct OptimizerConfig {
   OptimizerKind kind = OptimizerKind::kAdamW;  // --optimizer; adamw is what fairseq's adam does
-  std::array<double, 2> betas{0.9, 0.98};      // --betas b1,b2 (Vaswani 2017, REFERENCE §2; lion's
-                                               // without --betas: its registry entry's 0.9,0.99)
+  std::array<double, 2> betas{0.9, 0.98};      // --betas b1,b2 (Vaswani 2017, REFERENCE §2; without
+                                               // --betas lion's registry entry's 0.9,0.99, muon's 0.9,0.95)
   double eps = 1e-8;                           // --eps, added to sqrt(v) (all Adam variants)
   double weight_decay = 0.0;                   // --weight-decay (IWSLT recipe: 1e-4)
   double momentum = 0.0;                       // --momentum, sgd only
@@ -94,6 +108,11 @@ struct OptimizerConfig {
   RAdamFallback radam_fallback = RAdamFallback::kSkip;  // --radam-fallback skip|sgd
   AdamInitV adam_init_v = AdamInitV::kZero;             // --adam-init-v zero|grad-squared
   WeightDecayMode weight_decay_mode = WeightDecayMode::kLr;  // --weight-decay-mode lr|independent
+  // Muon's own (muon only; its AdamW part reads --betas, --eps and --weight-decay):
+  double muon_momentum = 0.95;   // --muon-momentum mu, in [0, 1): B = mu B + (1 - mu) g (torch's default)
+  bool muon_nesterov = true;     // --muon-nesterov (=false: off): O from (1 - mu) g + mu B, else from B
+  int64_t muon_ns_steps = 5;     // --muon-ns-steps: Newton-Schulz iterations (Jordan et al.'s, torch's 5)
+  MuonAdjustLr muon_adjust_lr = MuonAdjustLr::kMatchRmsAdamW;  // --muon-adjust-lr original|match-rms-adamw
   // lr_peak of --weight-decay-mode independent: the schedule's --lr, copied by the command (as the
   // schedule's max_steps from --max-steps); not an option, not in config.json.
   double peak_lr = 0.0;
@@ -144,7 +163,7 @@ class Optimizer {
 
   // Copies of the state: "steps" (int64 scalar), and per parameter that has state
   // "step.<name>" (int64 scalar, Adam family), "exp_avg.<name>", "exp_avg_sq.<name>",
-  // "momentum_buffer.<name>" (sgd with momentum). On the parameters' devices.
+  // "momentum_buffer.<name>" (sgd with momentum, muon's matrices). On the parameters' devices.
   TensorMap state() const;
   // Replaces the whole state; the next step() continues bit-exactly. Tensors are copied to
   // each parameter's device and dtype. Throws std::runtime_error naming the key for unknown

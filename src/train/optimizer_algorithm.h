@@ -91,6 +91,7 @@ enum OptimizerOption : unsigned {
   kRAdamFallbackOption = 2,  // --radam-fallback
   kAdamInitVOption = 4,      // --adam-init-v
   kWeightDecayModeOption = 8,  // --weight-decay-mode (decoupled weight decay through decoupled_weight_decay())
+  kMuonOption = 16,          // --muon-momentum, --muon-nesterov, --muon-ns-steps, --muon-adjust-lr
 };
 
 // An optimiser as the registry knows it: its --optimizer name, how to make it for a config

@@ -164,7 +164,8 @@ const core::OptionTable<OptimizerConfig>& optimizer_options() {
     t.group("Optimisation");
     t.add("--optimizer", "optimizer", &OptimizerConfig::kind, "", optimizer_codec());
     t.add("--betas", "betas", &OptimizerConfig::betas,
-          "beta1,beta2 of the Adam family and lion (lion's without it: 0.9,0.99)", betas_codec());  // problems()
+          "beta1,beta2 of the Adam family, lion and muon's AdamW (without it lion's 0.9,0.99, muon's 0.9,0.95)",
+          betas_codec());  // problems()
     t.add("--eps", "eps", &OptimizerConfig::eps, "Adam's epsilon", finite(at_least(0)));
     t.add("--weight-decay", "weight_decay", &OptimizerConfig::weight_decay, "weight decay", finite(at_least(0)));
     t.add("--momentum", "momentum", &OptimizerConfig::momentum, "SGD momentum", between(0, 1, false, true));
@@ -178,6 +179,16 @@ const core::OptionTable<OptimizerConfig>& optimizer_options() {
           "decoupled weight decay p *= 1 - s wd with s the step's lr (torch's AdamW) or lr/--lr, the schedule's "
           "multiplier alone (independent: Wortsman et al. 2023)",
           core::enum_codec(weight_decay_modes()));
+    t.add("--muon-momentum", "muon_momentum", &OptimizerConfig::muon_momentum,
+          "muon: momentum mu of the 2-D hidden weights, B = mu B + (1 - mu) g", between(0, 1, false, true));
+    t.add("--muon-nesterov", "muon_nesterov", &OptimizerConfig::muon_nesterov,
+          "muon: orthogonalise (1 - mu) g + mu B rather than B (Nesterov; on, --muon-nesterov=false turns it off)");
+    t.add("--muon-ns-steps", "muon_ns_steps", &OptimizerConfig::muon_ns_steps,
+          "muon: Newton-Schulz iterations of the orthogonalisation", between(1, 99, false, false));
+    t.add("--muon-adjust-lr", "muon_adjust_lr", &OptimizerConfig::muon_adjust_lr,
+          "muon: an A x B matrix's rate, lr sqrt(max(1, A/B)) (original: Jordan et al.) or lr 0.2 sqrt(max(A, B)) "
+          "(match-rms-adamw: Moonlight, AdamW's --lr and --weight-decay serve both)",
+          core::enum_codec(muon_adjust_lrs()));
     return t;
   }();
   return table;
@@ -314,6 +325,12 @@ const core::EnumNames<AdamInitV>& adam_init_vs() {
 const core::EnumNames<WeightDecayMode>& weight_decay_modes() {
   static const core::EnumNames<WeightDecayMode> names{{WeightDecayMode::kLr, "lr"},
                                                       {WeightDecayMode::kIndependent, "independent"}};
+  return names;
+}
+
+const core::EnumNames<MuonAdjustLr>& muon_adjust_lrs() {
+  static const core::EnumNames<MuonAdjustLr> names{{MuonAdjustLr::kOriginal, "original"},
+                                                   {MuonAdjustLr::kMatchRmsAdamW, "match-rms-adamw"}};
   return names;
 }
 

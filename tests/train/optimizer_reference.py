@@ -3,7 +3,8 @@
 
 Draws a few parameter tensors and ten steps of gradients (one parameter has no gradient at
 step 3, as a parameter unused by a batch), with a different learning rate every step, runs the
-reference optimiser of --case on them (torch.optim's, or lucidrains' lion-pytorch for Lion), has
+reference optimiser of --case on them (torch.optim's, or lucidrains' lion-pytorch for Lion;
+torch.optim.Muon on the matrices the muon cases name and torch.optim.AdamW on the rest), has
 normlab replay the same sequence (tests/train/optimizer_replay.cpp), and fails unless every parameter after every step, every
 recorded update (p_new - p_old) and, with clipping, every gradient norm agree to relative
 error < 1e-12 in float64 (1e-6 in float32).
@@ -13,6 +14,10 @@ cases hold it to torch.optim's single-tensor code, an independent writing of the
 (they differ by rounding only); in float32 the recorded updates (p_new - p_old, a difference of
 close numbers) keep 1e-6 only against the same order of operations, so the float32 case's
 reference is torch.optim.AdamW(fused=True).
+
+Muon orthogonalises in bfloat16 (torch's _zeropower_via_newtonschulz); normlab makes the same ATen
+calls in the same order, so its matrices agree with torch.optim.Muon's to the bit in float64 and
+float32 alike (the tolerances above hold with no allowance for bfloat16).
 """
 
 import argparse
@@ -33,6 +38,17 @@ PEAK = 0.075  # the largest of the rates below (0.05 (1 + 0.5 sin k)), as a sche
 WD_INDEPENDENT = 0.05  # independent decay: p *= 1 - 0.05 lr_t / PEAK, up to 5% a step
 LION_BETAS = (0.9, 0.99)
 LION_WD = 0.5  # Lion's lr is 3-10x below AdamW's, its wd as much above (Chen et al. 2023 §5)
+# Muon's cases: two hidden matrices (one tall, A > B: transposed inside Newton-Schulz, and
+# s = sqrt(A/B) > 1 for original; one wide), written out here by hand as Muon's, not taken from
+# normlab's rule; an embedding, an output layer and a bias, AdamW's. A matrix misses its gradient
+# at one step too.
+MUON_SHAPES = {"encoder.embed_tokens.weight": (7, 4), "encoder.layers.0.fc1.weight": (6, 4),
+               "encoder.layers.0.fc1.bias": (6,), "decoder.layers.0.self_attn.out_proj.weight": (3, 5),
+               "decoder.output_projection.weight": (7, 4)}
+MUON_MATRICES = ("encoder.layers.0.fc1.weight", "decoder.layers.0.self_attn.out_proj.weight")
+MUON_MISSING = {(3, "encoder.layers.0.fc1.bias"), (5, "encoder.layers.0.fc1.weight")}
+MUON_BETAS = (0.9, 0.95)  # normlab's muon without --betas (Jordan et al.'s and Moonlight's AdamW)
+MUON_WD = 0.1  # Moonlight's (Liu et al. 2025), torch.optim.Muon's default
 
 # case -> (normlab arguments, torch optimiser factory, dtype, clip norm or None)
 CASES = {
@@ -92,6 +108,34 @@ CASES = {
                            "--clip-norm", "1.5"],
                           lambda p: lion(p, lr=0.1, betas=LION_BETAS, weight_decay=LION_WD),
                           torch.float32, 1.5),
+    # Muon (torch.optim.Muon) on MUON_MATRICES, torch.optim.AdamW on the rest: normlab's default
+    # --muon-adjust-lr match-rms-adamw (Liu et al. 2025) with torch's other defaults; then every
+    # Muon option changed, with torch's default scaling "original" (Jordan et al. 2024); float32
+    # with clipping (the AdamW part fused, as in adamw-float32-clip).
+    "muon": (["--optimizer", "muon", "--betas", "0.9,0.95", "--eps", str(EPS), "--weight-decay", str(MUON_WD)],
+             lambda p: MuonAdamW(p, dict(weight_decay=MUON_WD, adjust_lr_fn="match_rms_adamw"),
+                                 dict(betas=MUON_BETAS, eps=EPS, weight_decay=MUON_WD)),
+             torch.float64, None),
+    "muon-original": (["--optimizer", "muon", "--betas", "0.9,0.95", "--eps", str(EPS), "--weight-decay", str(MUON_WD),
+                       "--muon-adjust-lr", "original", "--muon-nesterov=false", "--muon-momentum", "0.9",
+                       "--muon-ns-steps", "4"],
+                      lambda p: MuonAdamW(p, dict(weight_decay=MUON_WD, adjust_lr_fn="original", nesterov=False,
+                                                  momentum=0.9, ns_steps=4),
+                                          dict(betas=MUON_BETAS, eps=EPS, weight_decay=MUON_WD)),
+                      torch.float64, None),
+    "muon-float32-clip": (["--optimizer", "muon", "--betas", "0.9,0.95", "--eps", str(EPS),
+                           "--weight-decay", str(MUON_WD), "--clip-norm", "5"],
+                          lambda p: MuonAdamW(p, dict(weight_decay=MUON_WD, adjust_lr_fn="match_rms_adamw"),
+                                              dict(betas=MUON_BETAS, eps=EPS, weight_decay=MUON_WD, fused=True)),
+                          torch.float32, 5.0),
+    # Independent decay, p *= 1 - wd lr_t / lr_peak, on both parts, written out as for adamw.
+    "muon-independent": (["--optimizer", "muon", "--betas", "0.9,0.95", "--eps", str(EPS),
+                          "--weight-decay", str(WD_INDEPENDENT), "--weight-decay-mode", "independent",
+                          "--peak-lr", str(PEAK)],
+                         lambda p: IndependentDecay(MuonAdamW(p, dict(weight_decay=0.0, adjust_lr_fn="match_rms_adamw"),
+                                                              dict(betas=MUON_BETAS, eps=EPS, weight_decay=0.0)),
+                                                    WD_INDEPENDENT, PEAK),
+                         torch.float64, None),
 }
 
 
@@ -100,7 +144,33 @@ CASES = {
 COUPLED = {
     "adamw-independent": lambda p: torch.optim.AdamW(p, lr=0.1, betas=BETAS, eps=EPS, weight_decay=WD_INDEPENDENT),
     "lion-independent": lambda p: lion(p, lr=PEAK, betas=LION_BETAS, weight_decay=WD_INDEPENDENT),
+    "muon-independent": lambda p: MuonAdamW(p, dict(weight_decay=WD_INDEPENDENT, adjust_lr_fn="match_rms_adamw"),
+                                            dict(betas=MUON_BETAS, eps=EPS, weight_decay=WD_INDEPENDENT)),
 }
+
+
+def shapes_of(case):
+    """The parameters (name -> shape) and the (step, name) pairs without a gradient of `case`."""
+    return (MUON_SHAPES, MUON_MISSING) if case.startswith("muon") else (SHAPES, {MISSING})
+
+
+class MuonAdamW:
+    """torch.optim.Muon (Jordan et al. 2024; Liu et al. 2025) on MUON_MATRICES and torch.optim.AdamW
+    on the other parameters of MUON_SHAPES (given in its order), at one rate: what Jordan et al.'s
+    MuonWithAuxAdam and Moonlight's Muon do with one lr. torch's Muon takes 2-D parameters only."""
+
+    def __init__(self, params, muon_kw, adamw_kw):
+        names = list(MUON_SHAPES)
+        assert len(names) == len(params)
+        self.muon = torch.optim.Muon([p for n, p in zip(names, params) if n in MUON_MATRICES], lr=0.1, **muon_kw)
+        self.adamw = torch.optim.AdamW([p for n, p in zip(names, params) if n not in MUON_MATRICES], lr=0.1,
+                                       **adamw_kw)
+        self.param_groups = self.muon.param_groups + self.adamw.param_groups
+
+    @torch.no_grad()
+    def step(self):
+        self.muon.step()
+        self.adamw.step()
 
 
 class IndependentDecay:
@@ -140,14 +210,14 @@ class GIAdamW(torch.optim.AdamW):
         return super().step()
 
 
-def make_inputs(dtype):
+def make_inputs(dtype, shapes, missing):
     g = torch.Generator().manual_seed(1234)
-    params = {n: torch.randn(s, generator=g, dtype=torch.float64).to(dtype) for n, s in SHAPES.items()}
+    params = {n: torch.randn(s, generator=g, dtype=torch.float64).to(dtype) for n, s in shapes.items()}
     grads = {}
     for k in range(1, STEPS + 1):
-        scale = 0.2 * k  # total norms from about 0.5 to 5: some steps clip at 1.5, some do not
-        for n, s in SHAPES.items():
-            if (k, n) != MISSING:
+        scale = 0.2 * k  # total norms from about 0.5 to 5 (muon: 2 to 20): some steps clip, some do not
+        for n, s in shapes.items():
+            if (k, n) not in missing:
                 grads[(k, n)] = (scale * torch.randn(s, generator=g, dtype=torch.float64)).to(dtype)
     lrs = torch.tensor([0.05 * (1.0 + 0.5 * math.sin(k)) for k in range(1, STEPS + 1)],
                        dtype=torch.float64)
@@ -190,7 +260,7 @@ def main():
     work = Path(args.workdir)
     work.mkdir(parents=True, exist_ok=True)
 
-    params, grads, lrs = make_inputs(dtype)
+    params, grads, lrs = make_inputs(dtype, *shapes_of(args.case))
     inputs = {f"param.{n}": t for n, t in params.items()}
     inputs.update({f"grad.{k}.{n}": t for (k, n), t in grads.items()})
     inputs["lr"] = lrs

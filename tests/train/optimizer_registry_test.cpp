@@ -49,12 +49,12 @@ TEST(OptimizerRegistry, ANewOptimiserIsKnownByItsName) {
   const auto kind = sign_sgd();
   EXPECT_EQ(train::parse_optimizer_kind("sign-sgd"), kind);
   EXPECT_EQ(train::to_string(kind), "sign-sgd");
-  EXPECT_EQ(train::optimizer_choices(), "sgd|adam|adamw|radam|lion|sign-sgd");
+  EXPECT_EQ(train::optimizer_choices(), "sgd|adam|adamw|radam|lion|muon|sign-sgd");
   try {
     train::parse_optimizer_kind("lamb");
     ADD_FAILURE() << "accepted lamb";
   } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("expected sgd|adam|adamw|radam|lion|sign-sgd"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("expected sgd|adam|adamw|radam|lion|muon|sign-sgd"), std::string::npos) << e.what();
   }
   const nlohmann::json j = sign_sgd_config();
   EXPECT_EQ(j.at("optimizer"), "sign-sgd");
@@ -167,6 +167,19 @@ TEST(OptimizerRegistry, CurvatureRefusesLion) {
   EXPECT_EQ(*problem, "--optimizer lion: curvature needs its stability threshold and it declares none "
                       "(docs/optimisers.md)");
   EXPECT_THROW(analysis::stability_threshold(c, 1e-3), std::invalid_argument);
+}
+
+// Muon declares none either (docs/optimisers.md: none known for Muon, and its mixture with AdamW
+// has no single one): curvature refuses it too.
+TEST(OptimizerRegistry, CurvatureRefusesMuon) {
+  train::OptimizerConfig c;
+  c.kind = train::OptimizerKind::kMuon;
+  const auto problem = analysis::curvature_problem(c);
+  ASSERT_TRUE(problem.has_value());
+  EXPECT_EQ(*problem, "--optimizer muon: curvature needs its stability threshold and it declares none "
+                      "(docs/optimisers.md)");
+  EXPECT_THROW(analysis::stability_threshold(c, 1e-3), std::invalid_argument);
+  EXPECT_THROW(analysis::preconditioned(c), std::invalid_argument);
 }
 
 }  // namespace

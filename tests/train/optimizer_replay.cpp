@@ -19,7 +19,8 @@ using namespace normlab;
 
 int main(int argc, char** argv) {
   CLI::App app{"replay gradients through normlab's optimiser"};
-  std::string in, out, kind = "adamw", betas = "0.9,0.98", fallback = "skip", init_v = "zero", wd_mode = "lr";
+  std::string in, out, kind = "adamw", betas = "0.9,0.98", fallback = "skip", init_v = "zero", wd_mode = "lr",
+                     adjust_lr = "match-rms-adamw";
   train::OptimizerConfig c;
   double clip_norm = -1.0;
   app.add_option("--in", in)->required();
@@ -34,6 +35,10 @@ int main(int argc, char** argv) {
   app.add_option("--adam-init-v", init_v);
   app.add_option("--weight-decay-mode", wd_mode);
   app.add_option("--peak-lr", c.peak_lr, "lr_peak of --weight-decay-mode independent (normlab train: --lr)");
+  app.add_option("--muon-momentum", c.muon_momentum);
+  app.add_flag("--muon-nesterov", c.muon_nesterov, "on by default; --muon-nesterov=false turns it off");
+  app.add_option("--muon-ns-steps", c.muon_ns_steps);
+  app.add_option("--muon-adjust-lr", adjust_lr);
   app.add_option("--clip-norm", clip_norm, "clip before every step (absent: no clipping)");
   CLI11_PARSE(app, argc, argv);
   try {
@@ -42,6 +47,7 @@ int main(int argc, char** argv) {
     c.radam_fallback = train::parse_radam_fallback(fallback);
     c.adam_init_v = train::parse_adam_init_v(init_v);
     c.weight_decay_mode = train::parse_weight_decay_mode(wd_mode);
+    c.muon_adjust_lr = train::parse_muon_adjust_lr(adjust_lr);
 
     const auto data = model::load_tensors(in);
     const auto lrs = data.at("lr").to(torch::kFloat64);

@@ -1,16 +1,22 @@
 // Optimisers: RAdam against hand-computed steps (REFERENCE §1), exact resume through a state
-// file, recorded updates, clip_grad_norm against hand values, configuration problems, CUDA.
-// The comparison with torch.optim on the same gradients is optimizer_reference.py.
+// file, recorded updates, clip_grad_norm against hand values, configuration problems, muon's
+// split of real models' parameters and its orthogonalised step, CUDA. The comparison with
+// torch.optim on the same gradients is optimizer_reference.py.
 #include <cmath>
 #include <filesystem>
+#include <regex>
+#include <set>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
+#include "../model/tiny_model.h"
 #include "model/checkpoint.h"
+#include "model/model.h"
 #include "train/optimizer.h"
+#include "train/optimizers/muon.h"
 
 using namespace normlab;
 using train::OptimizerConfig;
@@ -176,6 +182,21 @@ std::vector<OptimizerConfig> every_kind() {
   lion.betas = train::default_betas(OptimizerKind::kLion);
   lion.weight_decay = 1e-2;
   out.push_back(lion);
+  // muon: Muon on w (a 2-D "encoder.fc1.weight"), AdamW on b and e (1-D, 3-D); with its
+  // defaults, then with every Muon option changed.
+  OptimizerConfig muon;
+  muon.kind = OptimizerKind::kMuon;
+  muon.betas = train::default_betas(OptimizerKind::kMuon);
+  muon.weight_decay = 1e-2;
+  out.push_back(muon);
+  muon.muon_momentum = 0.9;
+  muon.muon_nesterov = false;
+  muon.muon_ns_steps = 3;
+  muon.muon_adjust_lr = train::MuonAdjustLr::kOriginal;
+  muon.weight_decay = 0.1;  // independent, below
+  muon.weight_decay_mode = train::WeightDecayMode::kIndependent;
+  muon.peak_lr = 0.05;
+  out.push_back(muon);
   // --weight-decay-mode independent (Wortsman et al. 2023), peak lr above every lr_of(k).
   for (auto k : {OptimizerKind::kAdamW, OptimizerKind::kLion}) {
     OptimizerConfig c;
@@ -293,6 +314,164 @@ TEST(Optimizer, LionStateIsItsMomentumAlone) {
   auto r = make_params();
   EXPECT_THROW(train::Optimizer(r.named(), lion).load_state(adamw.state()), std::runtime_error);
   EXPECT_THROW(train::Optimizer(r.named(), OptimizerConfig{}).load_state(s), std::runtime_error);
+}
+
+// muon keeps Muon's momentum for its matrices ("momentum_buffer.", torch.optim.Muon's M) and the
+// Adam family's state for the others; a state of AdamW, SGD or its own on other parameters is refused.
+TEST(Optimizer, MuonStateIsMomentumForMatricesAndAdamWsForTheRest) {
+  OptimizerConfig muon;
+  muon.kind = OptimizerKind::kMuon;
+  auto p = make_params();
+  train::Optimizer opt(p.named(), muon);
+  set_grads(p, 1);
+  const auto g1 = p.w.grad().clone();
+  opt.step(0.01);
+  // M_1 = lerp(0, g_1, 1 - mu) = (1 - mu) g_1, mu = 0.95 (torch's default).
+  EXPECT_TRUE(torch::allclose(opt.state().at("momentum_buffer.encoder.fc1.weight"), g1 * 0.05, 1e-15, 0.0));
+  set_grads(p, 2);  // no gradient for the bias
+  opt.step(0.01);
+  const auto s = opt.state();
+  // steps, w's momentum, and step/exp_avg/exp_avg_sq of b and e.
+  EXPECT_EQ(s.size(), 1u + 1u + 2u * 3u);
+  EXPECT_EQ(s.at("steps").item<int64_t>(), 2);
+  EXPECT_EQ(s.at("step.decoder.embed").item<int64_t>(), 2);
+  EXPECT_EQ(s.at("step.encoder.fc1.bias").item<int64_t>(), 1);
+  EXPECT_EQ(s.at("exp_avg.encoder.fc1.bias").scalar_type(), torch::kFloat32);
+  for (const char* absent : {"exp_avg.encoder.fc1.weight", "step.encoder.fc1.weight", "momentum_buffer.decoder.embed",
+                             "momentum_buffer.encoder.fc1.bias"})
+    EXPECT_EQ(s.count(absent), 0u) << absent;
+
+  auto expect_refused = [](const OptimizerConfig& into, const train::TensorMap& state, const std::string& needle) {
+    auto q = make_params();
+    train::Optimizer fresh(q.named(), into);
+    try {
+      fresh.load_state(state);
+      ADD_FAILURE() << "accepted, expected: " << needle;
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  const auto state_of = [](const OptimizerConfig& c) {
+    auto q = make_params();
+    train::Optimizer o(q.named(), c);
+    set_grads(q, 1);
+    o.step(0.01);
+    return o.state();
+  };
+  OptimizerConfig sgd;
+  sgd.kind = OptimizerKind::kSgd;
+  sgd.momentum = 0.9;
+  expect_refused(muon, state_of(OptimizerConfig{}), "'encoder.fc1.weight' is a matrix that --optimizer muon updates");
+  expect_refused(muon, state_of(sgd), "is state of another optimiser than --optimizer muon");
+  expect_refused(OptimizerConfig{}, s, "'momentum_buffer.encoder.fc1.weight' is state of another optimiser");
+  auto q = make_params();
+  train::Optimizer again(q.named(), muon);
+  again.load_state(s);
+  EXPECT_EQ(again.steps(), 2);
+}
+
+// Newton-Schulz orthogonalises (Jordan et al. 2024): from a zero matrix, with mu = 0 (M = U = g),
+// lr 1 and no decay, one step gives p = -s O, and O has g's singular vectors with singular values
+// in (0.5, 1.5) (Jordan et al.: S' ~ Uniform(0.5, 1.5) in place of the polar factor's 1s) while
+// g's span 10, 3, 1, 0.3. s = sqrt(max(1, A/B)) (original) or 0.2 sqrt(max(A, B)) (Liu et al.).
+TEST(Optimizer, MuonStepIsTheScaledOrthogonalisedGradient) {
+  torch::manual_seed(3);
+  const auto u = std::get<0>(torch::linalg_qr(torch::randn({6, 4}, torch::kFloat64)));  // 6 x 4, orthonormal columns
+  const auto v = std::get<0>(torch::linalg_qr(torch::randn({4, 4}, torch::kFloat64)));
+  const auto g = u.matmul(torch::diag(torch::tensor({10.0, 3.0, 1.0, 0.3}, torch::kFloat64))).matmul(v.t());
+  for (const bool tall : {true, false}) {  // 6 x 4 (transposed inside), 4 x 6
+    const auto grad = (tall ? g : g.t()).contiguous();
+    const auto left = tall ? u : v, right = tall ? v : u;
+    std::vector<torch::Tensor> steps;
+    for (const auto adjust : {train::MuonAdjustLr::kOriginal, train::MuonAdjustLr::kMatchRmsAdamW}) {
+      OptimizerConfig c;
+      c.kind = OptimizerKind::kMuon;
+      c.muon_momentum = 0.0;
+      c.muon_adjust_lr = adjust;
+      auto w = torch::zeros_like(grad).set_requires_grad(true);
+      train::Optimizer opt({{"encoder.layers.0.fc1.weight", w}}, c);
+      w.mutable_grad() = grad.clone();
+      opt.step(1.0);
+      steps.push_back(w.detach().clone());
+    }
+    const double s_original = tall ? std::sqrt(6.0 / 4.0) : 1.0, s_moonlight = 0.2 * std::sqrt(6.0);
+    const auto o = -steps[0] / s_original;
+    EXPECT_TRUE(torch::allclose(-steps[1] / s_moonlight, o, 1e-15, 0.0)) << "one O, two scales";
+    const auto d = left.t().matmul(o).matmul(right);  // O in g's singular vectors
+    const auto diagonal = torch::diagonal(d);
+    EXPECT_GT(diagonal.min().item<double>(), 0.5) << diagonal;
+    EXPECT_LT(diagonal.max().item<double>(), 1.5) << diagonal;
+    EXPECT_LT((d - torch::diag(diagonal)).abs().max().item<double>(), 0.06) << d;
+    EXPECT_LT((o - left.matmul(d).matmul(right.t())).abs().max().item<double>(), 0.06) << "outside g's span";
+  }
+}
+
+// Which parameters muon updates with Muon in every built-in model kind, against a pattern written
+// here from model/layers.cpp and model/attention.cpp: the four attention projections and the two
+// FFN matrices of every layer; and, by name, the embeddings, output layers and heads that go to
+// AdamW with every bias, gain and scalar (Jordan et al.'s and Moonlight's split).
+TEST(Optimizer, MuonUpdatesTheLayersMatricesOfEveryModelKind) {
+  const std::regex hidden(R"((encoder|decoder)\.layers\.[0-9]+\.((self_attn|encoder_attn)\.(q|k|v|out)_proj|fc1|fc2)\.weight)");
+  struct Kind {
+    std::string label;
+    model::ModelConfig config;
+    size_t matrices;                   // 6 per encoder or decoder-only layer, 10 per encoder-decoder decoder layer
+    std::vector<std::string> adamw;    // 2-D, AdamW's
+  };
+  std::vector<Kind> kinds;
+  auto c = test::tiny_config("pre-ln+qk-norm");  // 2 + 2 layers, d 16
+  c.positions = model::PositionEmbedding::kLearned;
+  c.share = model::SharedEmbeddings::kNone;
+  kinds.push_back({"encoder-decoder", c, 2 * 6 + 2 * 10,
+                   {"encoder.embed_tokens.weight", "encoder.embed_positions.weight", "decoder.embed_tokens.weight",
+                    "decoder.embed_positions.weight", "decoder.output_projection.weight"}});
+  c = test::tiny_config("admin");
+  c.share = model::SharedEmbeddings::kAll;
+  kinds.push_back({"encoder-decoder, shared", c, 2 * 6 + 2 * 10, {"encoder.embed_tokens.weight"}});
+  c = test::tiny_config("post-ln");
+  c.kind = model::kDecoderOnly;
+  c.encoder_layers = 0;
+  c.decoder_layers = 3;
+  c.share = model::SharedEmbeddings::kNone;
+  c.positions = model::PositionEmbedding::kLearned;
+  kinds.push_back({"decoder-only", c, 3 * 6,
+                   {"decoder.embed_tokens.weight", "decoder.embed_positions.weight", "decoder.output_projection.weight"}});
+  c = test::tiny_config("pre-ln");
+  c.kind = model::kEncoderOnly;
+  c.decoder_layers = 0;
+  c.share = model::SharedEmbeddings::kNone;
+  c.positions = model::PositionEmbedding::kLearned;
+  c.embedding_norm = true;
+  c.segment_types = 2;
+  kinds.push_back({"encoder-only", c, 2 * 6,
+                   {"encoder.embed_tokens.weight", "encoder.embed_positions.weight", "encoder.segment_embeddings.weight",
+                    "lm_head.dense.weight", "lm_head.weight"}});
+  c.classes = 3;
+  kinds.push_back({"classifier", c, 2 * 6,
+                   {"encoder.embed_tokens.weight", "encoder.embed_positions.weight", "encoder.segment_embeddings.weight",
+                    "classification_head.dense.weight", "classification_head.out_proj.weight"}});
+  for (const auto& kind : kinds) {
+    const auto net = model::create_model(kind.config);
+    size_t matrices = 0;
+    std::set<std::string> adamw_matrices;
+    for (const auto& item : net->named_parameters()) {
+      const auto& name = item.key();
+      const auto& p = item.value();
+      const bool expected = p.dim() == 2 && std::regex_match(name, hidden);
+      EXPECT_EQ(train::muon_updates(name, p), expected) << kind.label << ": " << name;
+      matrices += expected;
+      if (p.dim() == 2 && !expected) adamw_matrices.insert(name);
+    }
+    EXPECT_EQ(matrices, kind.matrices) << kind.label;
+    EXPECT_EQ(adamw_matrices, std::set<std::string>(kind.adamw.begin(), kind.adamw.end())) << kind.label;
+  }
+  // The rule is by name parts, not substrings: attention's out_proj is Muon's, the head's AdamW's.
+  const auto m = torch::zeros({4, 4});
+  EXPECT_TRUE(train::muon_updates("decoder.layers.0.self_attn.out_proj.weight", m));
+  EXPECT_FALSE(train::muon_updates("classification_head.out_proj.weight", m));
+  EXPECT_TRUE(train::muon_updates("encoder.layers.0.my_embed_tokens.weight", m));
+  EXPECT_FALSE(train::muon_updates("encoder.layers.0.fc1.bias", torch::zeros({4})));
+  EXPECT_FALSE(train::muon_updates("encoder.layers.0.fc1.weight", torch::zeros({2, 2, 2})));
 }
 
 TEST(Optimizer, LoadStateRejectsForeignState) {
@@ -454,7 +633,7 @@ TEST(OptimizerConfig, WeightDecayModeProblems) {
     c.kind = kind;
     ASSERT_EQ(c.problems().size(), 1u) << to_string(kind);
     EXPECT_EQ(c.problems()[0],
-              "--weight-decay-mode applies to --optimizer adamw|lion (decoupled weight decay) only, not " +
+              "--weight-decay-mode applies to --optimizer adamw|lion|muon (decoupled weight decay) only, not " +
                   to_string(kind));
   }
   c.kind = OptimizerKind::kLion;
@@ -463,12 +642,56 @@ TEST(OptimizerConfig, WeightDecayModeProblems) {
   EXPECT_DOUBLE_EQ(c.decoupled_weight_decay(), 0.1);
 }
 
+// Muon's options are muon's alone, one line naming those given; its ranges; --momentum and
+// --nesterov (sgd's) are refused for muon pointing at its own.
+TEST(OptimizerConfig, MuonOptionsProblems) {
+  OptimizerConfig c;  // adamw
+  c.muon_momentum = 0.9;
+  ASSERT_EQ(c.problems().size(), 1u);
+  EXPECT_EQ(c.problems()[0], "--muon-momentum applies to --optimizer muon only, not adamw");
+  c.kind = OptimizerKind::kSgd;
+  c.muon_momentum = 0.95;
+  c.muon_nesterov = false;
+  c.muon_ns_steps = 3;
+  c.muon_adjust_lr = train::MuonAdjustLr::kOriginal;
+  ASSERT_EQ(c.problems().size(), 1u);
+  EXPECT_EQ(c.problems()[0],
+            "--muon-nesterov, --muon-ns-steps and --muon-adjust-lr apply to --optimizer muon only, not sgd");
+  c.kind = OptimizerKind::kMuon;
+  EXPECT_TRUE(c.problems().empty());
+  c.momentum = 0.9;
+  c.adam_init_v = train::AdamInitV::kGradSquared;
+  c.radam_fallback = RAdamFallback::kSgd;
+  const auto p = c.problems();
+  ASSERT_EQ(p.size(), 3u);
+  EXPECT_EQ(p[0], "--momentum and --nesterov apply to --optimizer sgd only, not muon (muon's are --muon-momentum and "
+                  "--muon-nesterov, its AdamW's --betas)");
+  EXPECT_EQ(p[1], "--radam-fallback applies to --optimizer radam only, not muon");
+  EXPECT_EQ(p[2], "--adam-init-v applies to --optimizer adam|adamw|radam only, not muon");
+  OptimizerConfig r;
+  r.kind = OptimizerKind::kMuon;
+  r.muon_momentum = 1.0;
+  r.muon_ns_steps = 0;
+  const auto q = r.problems();
+  ASSERT_EQ(q.size(), 2u);
+  EXPECT_EQ(q[0], "--muon-momentum must be in [0, 1), got 1");
+  EXPECT_EQ(q[1], "--muon-ns-steps must be in [1, 99], got 0");
+  r.muon_momentum = 0.0;  // mu = 0: the gradient orthogonalised
+  r.muon_ns_steps = 99;
+  r.weight_decay_mode = train::WeightDecayMode::kIndependent;  // both parts' decoupled decay
+  r.peak_lr = 1e-3;
+  EXPECT_TRUE(r.problems().empty());
+}
+
 TEST(OptimizerConfig, ParsersAndJson) {
-  for (const char* s : {"sgd", "adam", "adamw", "radam", "lion"})
+  for (const char* s : {"sgd", "adam", "adamw", "radam", "lion", "muon"})
     EXPECT_EQ(to_string(train::parse_optimizer_kind(s)), s);
   EXPECT_EQ(train::parse_optimizer_kind("lion"), OptimizerKind::kLion);
-  // --betas where none is given: Chen et al. 2023's (lion-pytorch's) for lion, Vaswani's else.
+  EXPECT_EQ(train::parse_optimizer_kind("muon"), OptimizerKind::kMuon);
+  // --betas where none is given: Chen et al. 2023's (lion-pytorch's) for lion, Jordan et al.'s and
+  // Moonlight's AdamW betas for muon, Vaswani's else.
   EXPECT_EQ(train::default_betas(OptimizerKind::kLion), (std::array<double, 2>{0.9, 0.99}));
+  EXPECT_EQ(train::default_betas(OptimizerKind::kMuon), (std::array<double, 2>{0.9, 0.95}));
   for (const auto k : {OptimizerKind::kSgd, OptimizerKind::kAdam, OptimizerKind::kAdamW, OptimizerKind::kRAdam})
     EXPECT_EQ(train::default_betas(k), (std::array<double, 2>{0.9, 0.98})) << to_string(k);
   EXPECT_THROW(train::parse_optimizer_kind("nag"), std::invalid_argument);
@@ -497,6 +720,25 @@ TEST(OptimizerConfig, ParsersAndJson) {
   auto old = j;  // a config.json from before the option: torch's decay
   old.erase("weight_decay_mode");
   EXPECT_EQ(old.get<OptimizerConfig>().weight_decay_mode, train::WeightDecayMode::kLr);
+  OptimizerConfig m;
+  m.kind = OptimizerKind::kMuon;
+  m.muon_momentum = 0.9;
+  m.muon_nesterov = false;
+  m.muon_ns_steps = 4;
+  m.muon_adjust_lr = train::MuonAdjustLr::kOriginal;
+  const nlohmann::json jm = m;
+  EXPECT_EQ(jm.at("muon_adjust_lr"), "original");
+  EXPECT_EQ(jm.at("muon_nesterov"), false);
+  EXPECT_EQ(nlohmann::json(jm.get<OptimizerConfig>()), jm);
+  EXPECT_EQ(train::parse_muon_adjust_lr("match-rms-adamw"), train::MuonAdjustLr::kMatchRmsAdamW);
+  EXPECT_THROW(train::parse_muon_adjust_lr("match_rms_adamw"), std::invalid_argument);
+  auto before_muon = j;  // a config.json from before muon: its defaults
+  for (const char* key : {"muon_momentum", "muon_nesterov", "muon_ns_steps", "muon_adjust_lr"}) before_muon.erase(key);
+  const auto d = before_muon.get<OptimizerConfig>();
+  EXPECT_EQ(d.muon_momentum, 0.95);
+  EXPECT_TRUE(d.muon_nesterov);
+  EXPECT_EQ(d.muon_ns_steps, 5);
+  EXPECT_EQ(d.muon_adjust_lr, train::MuonAdjustLr::kMatchRmsAdamW);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -556,7 +798,13 @@ TEST(OptimizerDevice, CudaMatchesCpuInFloat64) {
       og.step(lr_of(k), true);
     }
     const auto label = to_string(config.kind) + "/" + to_string(config.radam_fallback);
-    EXPECT_TRUE(torch::allclose(cpu.w, gpu.w.cpu(), 1e-12, 1e-14)) << label;
+    // muon orthogonalises w in bfloat16 (as torch.optim.Muon): CPU and CUDA may round its products
+    // differently, by a bfloat16 ulp (2^-8 relative) each. In a python simulation of 8 such steps
+    // of every_kind's two muon configurations (unclipped gradients, the same rates), Newton-Schulz
+    // in float32 instead of bfloat16 changed w by at most 5e-4; 2e-3 allows four times that, well
+    // below the ~5e-2 that w moves.
+    const bool bfloat16_step = config.kind == OptimizerKind::kMuon;
+    EXPECT_TRUE(torch::allclose(cpu.w, gpu.w.cpu(), bfloat16_step ? 0.0 : 1e-12, bfloat16_step ? 2e-3 : 1e-14)) << label;
     EXPECT_TRUE(torch::allclose(cpu.b, gpu.b.cpu(), 1e-5, 1e-7)) << label;  // float32
     EXPECT_TRUE(torch::allclose(cpu.e, gpu.e.cpu(), 1e-12, 1e-14)) << label;
     EXPECT_EQ(og.last_updates().at("decoder.embed").device().type(), torch::kCUDA);

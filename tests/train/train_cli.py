@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """normlab train's run folder and failure modes on real data (Multi30k val, a tiny model):
-the files it writes and their fields, lion's own default betas, independent weight decay,
+the files it writes and their fields, lion's and muon's own default betas, muon's options, independent weight decay,
 divergence recorded and stopped cleanly (exit 0, or 3 with --fail-on-divergence), a resumed
 RUN_DIR refusing a different experiment, --keep-last, --stop-time-hours, and bad input as one
 line with exit code 2."""
@@ -77,6 +77,15 @@ def main():
         r = run("--optimizer", "lion", "--lr", "1e-4", "--max-steps", "1", *extra, "--out", out)
         got = json.load(open(os.path.join(out, "config.json")))["optimizer"] if r.returncode == 0 else None
         check(r.returncode == 0 and got["betas"] == want, f"lion {extra}: betas {got} {r.stderr[-300:]}")
+
+    # --optimizer muon trains, without --betas with its AdamW's 0.9,0.95 (Jordan et al.'s, Moonlight's),
+    # Muon's options recorded (--muon-nesterov on unless turned off).
+    r = run("--optimizer", "muon", "--max-steps", "2", "--muon-adjust-lr", "original", "--muon-ns-steps", "3",
+            "--out", w("muon"))
+    got = json.load(open(w("muon/config.json")))["optimizer"] if r.returncode == 0 else None
+    check(r.returncode == 0 and got["betas"] == [0.9, 0.95] and got["muon_adjust_lr"] == "original"
+          and got["muon_ns_steps"] == 3 and got["muon_nesterov"] is True and got["muon_momentum"] == 0.95,
+          f"muon: {got} {r.stderr[-300:]}")
 
     # --weight-decay-mode independent trains (the command gives it --lr as lr_peak) and is recorded.
     r = run("--weight-decay", "1e-4", "--weight-decay-mode", "independent", "--max-steps", "1", "--out", w("indep"))
@@ -156,6 +165,8 @@ def main():
         (["--max-steps", "5", "--stop-time-hours", "-1", "--out", w("x")], "--stop-time-hours"),
         (["--max-steps", "5", "--optimizer", "adam", "--weight-decay-mode", "independent", "--out", w("x")],
          "--weight-decay-mode applies to --optimizer adamw|lion"),
+        (["--max-steps", "5", "--muon-momentum", "0.9", "--out", w("x")],
+         "--muon-momentum applies to --optimizer muon only, not adamw"),
         (["--max-epochs", "1", "--lr-schedule", "wsd", "--wsd-decay-steps", "2", "--out", w("x")],
          "--lr-schedule wsd needs --max-steps"),
         (["--max-steps", "10", "--lr-schedule", "wsd", "--warmup-steps", "5", "--wsd-decay-steps", "6",

@@ -23,7 +23,7 @@ const std::set<std::string> kFlags = {
     "--max-tokens", "--max-sentences", "--update-freq", "--bucket-cap-mb", "--max-pairs", "--block-size", "--init-from",
     "--init-from-update", "--add-encoder-layers", "--add-decoder-layers", "--pretrained-lr-scale", "--optimizer", "--betas", "--eps",
     "--weight-decay", "--momentum", "--nesterov", "--radam-fallback", "--adam-init-v", "--weight-decay-mode",
-    "--fp16-init-scale",
+    "--muon-momentum", "--muon-nesterov", "--muon-ns-steps", "--muon-adjust-lr", "--fp16-init-scale",
     "--fp16-scale-window", "--min-loss-scale", "--clip-norm", "--label-smoothing", "--ls-formula", "--z-loss", "--lr",
     "--lr-schedule", "--warmup-steps", "--warmup-init-lr", "--min-lr", "--lr-decay-epochs", "--lr-decay-factor",
     "--lr-decay-count", "--tfixup-decay-steps", "--wsd-decay-steps", "--wsd-decay", "--max-epochs", "--max-steps",
@@ -40,7 +40,8 @@ const std::set<std::string> kKeys = {
     "data.cache_dir", "data.vocab_size", "data.character_coverage", "batching.max_tokens", "batching.max_sentences",
     "batching.update_freq", "precision", "optimizer.optimizer", "optimizer.betas", "optimizer.eps",
     "optimizer.weight_decay", "optimizer.momentum", "optimizer.nesterov", "optimizer.radam_fallback",
-    "optimizer.adam_init_v", "optimizer.weight_decay_mode", "schedule.lr_schedule", "schedule.lr",
+    "optimizer.adam_init_v", "optimizer.weight_decay_mode", "optimizer.muon_momentum", "optimizer.muon_nesterov",
+    "optimizer.muon_ns_steps", "optimizer.muon_adjust_lr", "schedule.lr_schedule", "schedule.lr",
     "schedule.warmup_steps", "schedule.warmup_init_lr",
     "schedule.min_lr", "schedule.max_steps", "schedule.lr_decay_epochs", "schedule.lr_decay_factor",
     "schedule.lr_decay_count", "schedule.tfixup_decay_steps", "schedule.wsd_decay_steps", "schedule.wsd_decay",
@@ -151,6 +152,14 @@ TEST(TrainOptions, AValueOutOfRangeIsOneProblemNamingItsFlag) {
       {"--trace-steps", [](TrainConfig& c) { c.trace.steps = -1; }},
       {"--pretrained-lr-scale", [](TrainConfig& c) { c.init_from.pretrained_lr_scale = -1; }},
       {"--init-from-update", [](TrainConfig& c) { c.init_from.update = -1; }},
+      {"--muon-momentum", [](TrainConfig& c) {
+         c.optimizer.kind = OptimizerKind::kMuon;  // the one that reads it
+         c.optimizer.muon_momentum = 1;
+       }},
+      {"--muon-ns-steps", [](TrainConfig& c) {
+         c.optimizer.kind = OptimizerKind::kMuon;
+         c.optimizer.muon_ns_steps = 100;  // torch.optim.Muon: fewer than 100
+       }},
   };
   for (const auto& [flag, set] : cases) {
     TrainConfig c;
@@ -181,6 +190,31 @@ TEST(TrainOptions, TheCommandLineSetsTheFields) {
   EXPECT_EQ(cmd.config.trace.params, (std::vector<std::string>{"a", "b"}));
   EXPECT_EQ(cmd.config.optimizer.kind, OptimizerKind::kSgd);
   EXPECT_EQ(cmd.config.best_metric, BestMetric::kBleu);
+}
+
+// --muon-nesterov is on unless given as --muon-nesterov=false (CLI11's value of a flag); muon's
+// other options set their fields.
+TEST(TrainOptions, MuonsOptionsFromTheCommandLine) {
+  Command plain;
+  plain.parse({"--optimizer", "muon"});
+  EXPECT_EQ(plain.config.optimizer.kind, OptimizerKind::kMuon);
+  EXPECT_TRUE(plain.config.optimizer.muon_nesterov);
+  EXPECT_EQ(plain.config.optimizer.muon_adjust_lr, MuonAdjustLr::kMatchRmsAdamW);
+  Command set;
+  set.parse({"--optimizer", "muon", "--muon-nesterov=false", "--muon-momentum", "0.9", "--muon-ns-steps", "3",
+             "--muon-adjust-lr", "original"});
+  EXPECT_FALSE(set.config.optimizer.muon_nesterov);
+  EXPECT_EQ(set.config.optimizer.muon_momentum, 0.9);
+  EXPECT_EQ(set.config.optimizer.muon_ns_steps, 3);
+  EXPECT_EQ(set.config.optimizer.muon_adjust_lr, MuonAdjustLr::kOriginal);
+  Command on;
+  on.parse({"--optimizer", "muon", "--muon-nesterov"});
+  EXPECT_TRUE(on.config.optimizer.muon_nesterov);
+  nlohmann::json j;
+  to_json(j, set.config);
+  EXPECT_EQ(j["optimizer"]["muon_adjust_lr"], "original");
+  EXPECT_EQ(j["optimizer"]["muon_nesterov"], false);
+  EXPECT_TRUE(j["optimizer"]["muon_ns_steps"].is_number_integer());
 }
 
 TEST(TrainOptions, AnEmptyNumberIsRefusedNamingTheOption) {

@@ -115,8 +115,12 @@ std::unique_ptr<OptimizerAlgorithm> make_adam(const OptimizerConfig& config, siz
   return std::make_unique<Adam>(config, parameters, /*decoupled=*/false);
 }
 
-std::unique_ptr<OptimizerAlgorithm> make_adamw(const OptimizerConfig& config, size_t parameters) {
+std::unique_ptr<AdamFamily> make_adamw_family(const OptimizerConfig& config, size_t parameters) {
   return std::make_unique<Adam>(config, parameters, /*decoupled=*/true);
+}
+
+std::unique_ptr<OptimizerAlgorithm> make_adamw(const OptimizerConfig& config, size_t parameters) {
+  return make_adamw_family(config, parameters);
 }
 
 }  // namespace normlab::train

@@ -1,8 +1,9 @@
-// What Adam, AdamW (adam.cpp) and RAdam (radam.cpp) share: the moments m, v and the update count
+// What Adam, AdamW (adam.cpp; also muon.cpp's AdamW part) and RAdam (radam.cpp) share: the moments m, v and the update count
 // t of each parameter (state "step.", "exp_avg.", "exp_avg_sq."), GI-Adam's v_0, the
 // preconditioner P of curvature and the stability threshold of the preconditioned sharpness.
 #pragma once
 
+#include <memory>
 #include <vector>
 
 #include "train/optimizer_algorithm.h"
@@ -18,6 +19,8 @@ class AdamFamily : public OptimizerAlgorithm {
   std::optional<double> stability_threshold(double lr) const override;
   bool preconditioned() const override { return true; }
   void preconditioner(torch::Tensor out, size_t i, Preconditioner kind, const torch::Tensor& gradient) const override;
+  // Whether parameter i has moments (an update, or a loaded state).
+  bool has_moments(size_t i) const { return moments_[i].exp_avg.defined(); }
 
  protected:
   struct Moments {
@@ -29,5 +32,10 @@ class AdamFamily : public OptimizerAlgorithm {
 
   std::vector<Moments> moments_;  // parallel to the parameters
 };
+
+// AdamW (adam.cpp: ATen's fused kernel, else torch.optim's single-tensor code) as the Adam family,
+// for an optimiser that hands it some of its parameters: muon.cpp gives it all but Muon's; its
+// step(params, ready, ...) updates those of `ready` alone, and only they get moments.
+std::unique_ptr<AdamFamily> make_adamw_family(const OptimizerConfig& config, size_t parameters);
 
 }  // namespace normlab::train

@@ -14,5 +14,6 @@ std::unique_ptr<OptimizerAlgorithm> make_adam(const OptimizerConfig& config, siz
 std::unique_ptr<OptimizerAlgorithm> make_adamw(const OptimizerConfig& config, size_t parameters);  // adam.cpp
 std::unique_ptr<OptimizerAlgorithm> make_radam(const OptimizerConfig& config, size_t parameters);  // radam.cpp
 std::unique_ptr<OptimizerAlgorithm> make_lion(const OptimizerConfig& config, size_t parameters);   // lion.cpp
+std::unique_ptr<OptimizerAlgorithm> make_muon(const OptimizerConfig& config, size_t parameters);   // muon.cpp
 
 }  // namespace normlab::train

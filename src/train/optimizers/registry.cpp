@@ -15,6 +15,8 @@ std::deque<OptimizerEntry>& registry() {
       {"adamw", make_adamw, kAdamInitVOption | kWeightDecayModeOption},
       {"radam", make_radam, kAdamInitVOption | kRAdamFallbackOption},
       {"lion", make_lion, kWeightDecayModeOption, {0.9, 0.99}},  // Chen et al. 2023's betas (lion-pytorch's)
+      // Its AdamW part's betas: Jordan et al.'s (MuonWithAuxAdam) and Moonlight's (Liu et al. 2025).
+      {"muon", make_muon, kMuonOption | kWeightDecayModeOption, {0.9, 0.95}},
   };
   return entries;
 }
