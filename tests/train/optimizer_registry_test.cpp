@@ -158,28 +158,19 @@ TEST(OptimizerRegistry, BuiltInOptimisersAnswerForCurvature) {
   EXPECT_NEAR(analysis::stability_threshold(radam, 0.5), 36.0, 1e-12);  // (2 + 2 b1)/((1 - b1) lr) = 3.6/0.1
 }
 
-// Lion declares no threshold (docs/optimisers.md): curvature refuses it in one line naming it.
-TEST(OptimizerRegistry, CurvatureRefusesLion) {
-  train::OptimizerConfig c;
-  c.kind = train::OptimizerKind::kLion;
-  const auto problem = analysis::curvature_problem(c);
-  ASSERT_TRUE(problem.has_value());
-  EXPECT_EQ(*problem, "--optimizer lion: curvature needs its stability threshold and it declares none "
-                      "(docs/optimisers.md)");
-  EXPECT_THROW(analysis::stability_threshold(c, 1e-3), std::invalid_argument);
-}
-
-// Muon declares none either (docs/optimisers.md: none known for Muon, and its mixture with AdamW
-// has no single one): curvature refuses it too.
-TEST(OptimizerRegistry, CurvatureRefusesMuon) {
-  train::OptimizerConfig c;
-  c.kind = train::OptimizerKind::kMuon;
-  const auto problem = analysis::curvature_problem(c);
-  ASSERT_TRUE(problem.has_value());
-  EXPECT_EQ(*problem, "--optimizer muon: curvature needs its stability threshold and it declares none "
-                      "(docs/optimisers.md)");
-  EXPECT_THROW(analysis::stability_threshold(c, 1e-3), std::invalid_argument);
-  EXPECT_THROW(analysis::preconditioned(c), std::invalid_argument);
+// Lion and Muon declare no threshold (docs/optimisers.md: none known for either, and Muon's
+// mixture with AdamW has no single one): curvature refuses each in one line naming it.
+TEST(OptimizerRegistry, CurvatureRefusesLionAndMuon) {
+  for (const auto kind : {train::OptimizerKind::kLion, train::OptimizerKind::kMuon}) {
+    train::OptimizerConfig c;
+    c.kind = kind;
+    const auto problem = analysis::curvature_problem(c);
+    ASSERT_TRUE(problem.has_value());
+    EXPECT_EQ(*problem, "--optimizer " + train::to_string(kind) +
+                            ": curvature needs its stability threshold and it declares none (docs/optimisers.md)");
+    EXPECT_THROW(analysis::stability_threshold(c, 1e-3), std::invalid_argument);
+    EXPECT_THROW(analysis::preconditioned(c), std::invalid_argument);
+  }
 }
 
 }  // namespace
