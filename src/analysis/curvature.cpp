@@ -175,8 +175,10 @@ void CurvatureSeries::measure(int64_t update, double next_lr, const train::Optim
   if (preconditioned(oc)) {
     record["preconditioner"] = train::to_string(config_.preconditioner);
     const bool no_state = optimizer.steps() == 0;
-    if (config_.preconditioner == train::Preconditioner::kCurrent && no_state) {
-      record["preconditioned_lambda_max"] = nullptr;  // no update yet: v_t = 0, P = eps
+    if (config_.preconditioner == train::Preconditioner::kCohen)  // the factor between cohen's and current's
+      record["bias_correction1"] = 1.0 - std::pow(oc.betas[0], static_cast<double>(optimizer.steps()));
+    if (config_.preconditioner != train::Preconditioner::kNext && no_state) {
+      record["preconditioned_lambda_max"] = nullptr;  // no update yet: v_t = 0, P = eps (cohen's 0)
       quantity = NAN;
     } else {
       torch::Tensor gradient;

@@ -4,7 +4,8 @@
 // RUN_DIR/curvature.jsonl, one record per measurement:
 //   step, lr (of the next update), lambda_max, sgd_threshold (2/lr, (2+2 beta)/lr with
 //   momentum), and for the Adam family preconditioned_lambda_max, adam_threshold
-//   ((2+2 beta1)/((1-beta1) lr)); threshold and ratio for the quantity that applies; hvps, seconds.
+//   ((2+2 beta1)/((1-beta1) lr)), and with --curvature-preconditioner cohen bias_correction1
+//   (1 - beta1^t); threshold and ratio for the quantity that applies; hvps, seconds.
 #pragma once
 
 #include <cstdint>
@@ -37,9 +38,9 @@ bool preconditioned(const train::OptimizerConfig& optimizer);
 double stability_threshold(const train::OptimizerConfig& optimizer, double lr);
 
 // P's diagonal (n), in `hessian`'s vector layout, from each parameter's optimiser state (matched
-// by name), for a preconditioned optimiser. The Adam family's: kCurrent from v_t, kNext from
-// v_{t+1} = beta2 v_t + (1 - beta2) g^2 with `gradient` (n) the probe set's (v_1 = g^2 for
-// GI-Adam's first step). A parameter without state has v_t = 0.
+// by name), for a preconditioned optimiser. The Adam family's: kCurrent from v_t, kCohen the
+// same times 1 - beta1^t, kNext from v_{t+1} = beta2 v_t + (1 - beta2) g^2 with `gradient` (n)
+// the probe set's (v_1 = g^2 for GI-Adam's first step). A parameter without state has v_t = 0.
 torch::Tensor adam_preconditioner(const train::Optimizer& optimizer, const FullDataHessian& hessian,
                                   train::Preconditioner kind, const torch::Tensor& gradient);
 

@@ -29,6 +29,8 @@ enum class Preconditioner {
   kCurrent,  // P = diag(sqrt(v_t / (1 - beta2^t)) + eps): the denominator of Adam's last update
   kNext,     // P = (sqrt(v_{t+1} / (1 - beta2^{t+1})) + eps)(1 - beta1^{t+1}), v_{t+1} from the
              // probe set's gradient: Kalra & Barkeshli's why-warmup code
+  kCohen,    // P = (1 - beta1^t)(sqrt(v_t / (1 - beta2^t)) + eps): Cohen et al. 2022's P_t of the
+             // last update, the P their threshold (2 + 2 beta1)/((1 - beta1) lr) is derived for
 };
 std::string to_string(Preconditioner p);
 Preconditioner parse_preconditioner(const std::string& s);

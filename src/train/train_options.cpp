@@ -291,7 +291,8 @@ const core::OptionTable<CurvatureConfig>& curvature_options() {
           "also lambda_1 of each sub-layer's Hessian block (embeddings, attention q/k and v/out, FFN, norms)")
         .cli_only();
     t.add("--curvature-preconditioner", "preconditioner", &CurvatureConfig::preconditioner,
-          "Adam's P: next (Kalra & Barkeshli: v_{t+1}, bias corrections) or current (v_t, the last update's)",
+          "Adam's P: next (Kalra & Barkeshli: v_{t+1}, bias corrections), current (v_t, the last update's "
+          "denominator) or cohen (Cohen et al. 2022: current times 1 - beta1^t)",
           core::enum_codec(preconditioners()));
     return t;
   }();
@@ -342,7 +343,8 @@ const core::EnumNames<LabelSmoothingFormula>& label_smoothing_formulas() {
 
 const core::EnumNames<Preconditioner>& preconditioners() {
   static const core::EnumNames<Preconditioner> names{{Preconditioner::kCurrent, "current"},
-                                                     {Preconditioner::kNext, "next"}};
+                                                     {Preconditioner::kNext, "next"},
+                                                     {Preconditioner::kCohen, "cohen"}};
   return names;
 }
 

@@ -51,6 +51,29 @@ def main():
     check(r.returncode == 0 and "resuming at update" in r.stderr, f"resume failed: {r.stderr}")
     strip = lambda rs: [{k: v for k, v in x.items() if k != "seconds"} for x in rs]
     check(strip(series(killed)) == strip(recs), "the resumed series differs from the uninterrupted one")
+    # --curvature-preconditioner cohen (Cohen et al. 2022's P = (1 - beta1^t) x current's): the
+    # same run measured with each P; the operator differs by the constant 1/(1 - beta1^t), so
+    # Lanczos from the same starts finds current's value over it; only cohen's records have the factor.
+    runs = {}
+    for kind in ("current", "cohen"):
+        cmd = argv(w(kind)) + ["--curvature-preconditioner", kind]
+        cmd[cmd.index("--max-steps") + 1] = "10"
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        check(r.returncode == 0, f"--curvature-preconditioner {kind}: {r.stderr}")
+        runs[kind] = series(w(kind)) if r.returncode == 0 else []
+    for cur, coh in zip(runs["current"], runs["cohen"]):
+        if cur["step"] == 0:
+            check(cur["preconditioned_lambda_max"] is None and coh["preconditioned_lambda_max"] is None and
+                  coh["bias_correction1"] == 0, f"update 0: no P yet: {cur} {coh}")
+            continue
+        factor = 1 - 0.9 ** cur["step"]
+        check("bias_correction1" not in cur and abs(coh["bias_correction1"] - factor) < 1e-12 and
+              coh["preconditioner"] == "cohen" and coh["lambda_max"] == cur["lambda_max"] and
+              abs(coh["preconditioned_lambda_max"] * factor - cur["preconditioned_lambda_max"]) <
+              1e-4 * cur["preconditioned_lambda_max"] and
+              abs(coh["ratio"] - coh["preconditioned_lambda_max"] / coh["adam_threshold"]) < 1e-12 * coh["ratio"],
+              f"cohen against current: {cur} {coh}")
+    check(len(runs["cohen"]) == 3, f"cohen measured at 0, 5, 10: {runs['cohen']}")
     # --curvature: the series at its default interval (500 updates: only update 0 in 3 updates).
     default = w("default")
     cmd = argv(default) + ["--curvature", "--curvature-per-block"]

@@ -29,6 +29,8 @@ torch::Tensor expected_preconditioner(const train::Optimizer& opt, const FullDat
     const double t = static_cast<double>(state.at("step." + name).item<int64_t>());
     if (kind == train::Preconditioner::kCurrent) {
       parts.push_back((v / (1 - std::pow(b2, t))).sqrt() + eps);
+    } else if (kind == train::Preconditioner::kCohen) {  // Cohen et al. 2022 §2, their t + 1 = our t
+      parts.push_back((1 - std::pow(b1, t)) * ((v / (1 - std::pow(b2, t))).sqrt() + eps));
     } else {
       const auto g = gradient.narrow(0, h.offset(i), h.params()[i].second.numel());
       const auto v_next = b2 * v + (1 - b2) * g * g;
@@ -55,7 +57,7 @@ TEST(Curvature, PreconditionedSharpnessIsTheTopEigenvalueOfPInverseH) {
   }
   const auto dense = full_matrix(h);  // (n,n)
   const auto gradient = h.gradient().first.clone();
-  for (auto kind : {train::Preconditioner::kCurrent, train::Preconditioner::kNext}) {
+  for (auto kind : {train::Preconditioner::kCurrent, train::Preconditioner::kNext, train::Preconditioner::kCohen}) {
     const auto p = adam_preconditioner(opt, h, kind, gradient);
     EXPECT_TRUE(torch::allclose(p, expected_preconditioner(opt, h, kind, gradient), 1e-12, 0)) << to_string(kind);
     // The definition: the largest (real) eigenvalue of the non-symmetric P^-1 H.

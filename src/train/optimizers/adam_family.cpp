@@ -44,7 +44,8 @@ void AdamFamily::load_state(StateReader& in) {
 }
 
 // Cohen et al. 2022 (REFERENCE §9): Adam with momentum beta1 on a quadratic is stable while
-// lambda_1(P^-1 H) < (2 + 2 beta1)/((1 - beta1) lr), 38/lr at beta1 = 0.9. RAdam is held to it too.
+// lambda_1(P^-1 H) < (2 + 2 beta1)/((1 - beta1) lr), 38/lr at beta1 = 0.9, for their P with the
+// first moment's correction in it (kCohen, kNext; docs/curvature.md). RAdam is held to it too.
 std::optional<double> AdamFamily::stability_threshold(double lr) const {
   const double beta1 = config().betas[0];
   return (2.0 + 2.0 * beta1) / ((1.0 - beta1) * lr);
@@ -58,10 +59,14 @@ void AdamFamily::preconditioner(torch::Tensor out, size_t i, Preconditioner kind
   const auto& m = moments_[i];
   const int64_t t = m.step;
   auto v_t = m.exp_avg_sq.defined() ? m.exp_avg_sq.detach().reshape(-1).to(out.dtype()) : torch::zeros_like(out);
-  if (kind == Preconditioner::kCurrent) {
+  if (kind != Preconditioner::kNext) {
     // The denominator of update t: sqrt(v_t / (1 - beta2^t)) + eps (v_t = 0 before any: eps).
     const double bc2 = t > 0 ? 1.0 - std::pow(beta2, static_cast<double>(t)) : 1.0;
     out.copy_((v_t / bc2).sqrt_().add_(c.eps));
+    // Cohen et al. 2022 (§2, Adam as preconditioned heavy ball: w_{t+1} = w_t - lr P_t^-1 m_t
+    // with P_t = (1 - beta1^{t+1})[diag(sqrt(v_t / (1 - beta2^{t+1}))) + eps I], t from 0) move
+    // the first moment's correction into P (0 before the first update: curvature writes null).
+    if (kind == Preconditioner::kCohen) out.mul_(1.0 - std::pow(beta1, static_cast<double>(t)));
   } else {
     // Kalra & Barkeshli's (why-warmup, pre_hessian_lobpcg_custom_step): the second moment the
     // next update would have, bias-corrected, and the first moment's correction 1 - beta1^{t+1}.
