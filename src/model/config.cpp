@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <stdexcept>
+#include <tuple>
 #include <utility>
 
 #include <nlohmann/json.hpp>
@@ -197,6 +198,12 @@ NormPlacement layer_placement(const SchemeSettings& s, int64_t index, int64_t co
   return index < post_layers ? NormPlacement::kPost : NormPlacement::kPre;
 }
 
+NormPlacement stack_layer_placement(const ModelConfig& c, bool decoder, int64_t index) {
+  const int64_t layers = decoder ? c.decoder_layers : c.encoder_layers;
+  const int64_t free = decoder ? c.norm_free_decoder_layers : c.norm_free_encoder_layers;
+  return index >= layers - free ? NormPlacement::kNone : layer_placement(c.scheme, index, layers);
+}
+
 double norm_output_scale(const SchemeSettings& s, int64_t index) {
   return s.ln_scaling ? 1.0 / std::sqrt(static_cast<double>(index + 1)) : 1.0;
 }
@@ -334,6 +341,19 @@ std::vector<std::string> kind_problems(const ModelConfig& c) {
   return out;
 }
 
+// The norm-free last layers (stacking.h's DT-Fixup layers): within their stack, plain residual.
+std::vector<std::string> norm_free_problems(const ModelConfig& c) {
+  std::vector<std::string> out;
+  for (auto [free, layers, stack] : {std::tuple{c.norm_free_encoder_layers, c.encoder_layers, "encoder"},
+                                     std::tuple{c.norm_free_decoder_layers, c.decoder_layers, "decoder"}})
+    if (free < 0 || free > layers)
+      out.push_back("norm_free_" + std::string(stack) + "_layers must be in 0.." + std::to_string(layers) +
+                    " (the " + stack + "'s layers), got " + std::to_string(free));
+  if (c.norm_free_encoder_layers + c.norm_free_decoder_layers > 0 && c.scheme.residual != ResidualForm::kPlain)
+    out.push_back("layers without norms need the plain residual, not " + to_string(c.scheme.residual));
+  return out;
+}
+
 }  // namespace
 
 std::vector<std::string> ModelConfig::problems() const {
@@ -382,6 +402,7 @@ std::vector<std::string> ModelConfig::problems() const {
                     " GiB in fp32, more than this machine's " + gib(memory) + " GiB of memory");
   }
   for (auto& p : kind_problems(*this)) out.push_back(std::move(p));
+  for (auto& p : norm_free_problems(*this)) out.push_back(std::move(p));
   for (auto& p : scheme_problems(scheme)) out.push_back(std::move(p));
   return out;
 }
@@ -432,6 +453,8 @@ void to_json(nlohmann::json& j, const ModelConfig& c) {
   if (c.embedding_norm) j["embedding_norm"] = true;
   if (c.segment_types != 0) j["segment_types"] = c.segment_types;
   if (c.classes != 0) j["classes"] = c.classes;
+  if (c.norm_free_encoder_layers != 0) j["norm_free_encoder_layers"] = c.norm_free_encoder_layers;
+  if (c.norm_free_decoder_layers != 0) j["norm_free_decoder_layers"] = c.norm_free_decoder_layers;
 }
 
 void from_json(const nlohmann::json& j, ModelConfig& c) {
@@ -465,6 +488,8 @@ void from_json(const nlohmann::json& j, ModelConfig& c) {
   c.embedding_norm = j.value("embedding_norm", false);
   c.segment_types = j.value("segment_types", int64_t{0});
   c.classes = j.value("classes", int64_t{0});
+  c.norm_free_encoder_layers = j.value("norm_free_encoder_layers", int64_t{0});
+  c.norm_free_decoder_layers = j.value("norm_free_decoder_layers", int64_t{0});
 }
 
 int64_t target_padding(const ModelConfig& c) { return c.classifier() ? -100 : kPad; }

@@ -117,6 +117,11 @@ struct ModelConfig {
   int64_t classes = 0;
   SchemeSettings scheme;
   double rezero_alpha_init = 0.0; // ReZero's alpha at init (0 in the paper; tests set others)
+  // The last N layers of the encoder's and of the decoder's stack have no norms, x + drop(f(x)),
+  // whatever the scheme's placement: the layers DT-Fixup adds to a trained model (Xu et al. 2021;
+  // BorealisAI/DT-Fixup transformer.py:155-164, use_lnorm=False; model/stacking.h). 0: none.
+  int64_t norm_free_encoder_layers = 0;
+  int64_t norm_free_decoder_layers = 0;
 
   // Every problem at once, one message each (empty when valid).
   std::vector<std::string> problems() const;
@@ -134,6 +139,10 @@ struct ModelConfig {
   // Throws std::invalid_argument joining problems() when there are any.
   void validate() const;
 };
+
+// The placement of layer `index` of the decoder's (decoder: true) or the encoder's stack of `c`:
+// none in the stack's norm-free last layers (ModelConfig::norm_free_*), else layer_placement().
+NormPlacement stack_layer_placement(const ModelConfig& c, bool decoder, int64_t index);
 
 // The model's vocabulary for a SentencePiece vocabulary of `pieces` entries: the same, plus the
 // <mask> token at its end for an encoder-only model (fairseq's RoBERTa adds it last).

@@ -199,6 +199,8 @@ std::vector<std::string> hf_common_problems(const ModelConfig& c, NormPlacement 
   if (s.residual != ResidualForm::kPlain) p.push_back("residual " + to_string(s.residual) + " (" + arch + "'s is plain)");
   if (s.qk_norm) p.push_back("QK-norm (" + arch + " has none)");
   if (s.ln_scaling) p.push_back("LayerNorm scaling (" + arch + " has none)");
+  if (c.norm_free_encoder_layers + c.norm_free_decoder_layers > 0)
+    p.push_back("layers without norms (DT-Fixup's; " + arch + "'s layers all have them)");
   if (c.scale_embedding)
     p.push_back("token embeddings scaled by sqrt(C) (" + arch + " does not; --form " + form + " or --no-scale-embedding)");
   return p;

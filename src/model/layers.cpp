@@ -42,8 +42,8 @@ std::optional<NormKind> query_key_norm(const ModelConfig& c) {
 BlockContext layer_context(const ModelConfig& c, bool decoder, int64_t index,
                            std::shared_ptr<AdminProfile> profile) {
   BlockContext context;
+  context.placement = stack_layer_placement(c, decoder, index);
   context.layer = index;
-  context.layers = decoder ? c.decoder_layers : c.encoder_layers;
   context.deepnorm_alpha = stack_constants(c, decoder).deepnorm_alpha;
   context.profile = std::move(profile);
   return context;

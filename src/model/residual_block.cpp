@@ -15,7 +15,7 @@ BlockNames block_names(const std::string& block) {
 
 ResidualBlock::ResidualBlock(torch::nn::Module& owner, const std::string& block,
                              const ModelConfig& config, const BlockContext& context)
-    : placement_(layer_placement(config.scheme, context.layer, context.layers)),
+    : placement_(context.placement),
       residual_(config.scheme.residual),
       dropout_(config.dropout),
       rezero_alpha_(context.rezero_alpha),

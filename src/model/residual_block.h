@@ -4,7 +4,8 @@
 //   pre:   x + drop(f(N(x)))
 //   peri:  x + drop(N_out(f(N(x))))  (Peri-LN / sandwich)
 //   none:  x + drop(f(x))  |  x + drop(alpha_l * f(x)) (rezero)
-// N is the scheme's norm kind (norm.h); Mix-LN is post or pre per layer (layer_placement()).
+// N is the scheme's norm kind (norm.h); the placement is the layer's (stack_layer_placement():
+// Mix-LN is post or pre per layer, DT-Fixup's added layers none).
 #pragma once
 
 #include <functional>
@@ -34,8 +35,8 @@ BlockNames block_names(const std::string& block);
 
 // Where a block sits and what its stack shares with it.
 struct BlockContext {
+  NormPlacement placement = NormPlacement::kPost;  // the layer's: post | pre | peri | none
   int64_t layer = 0;               // 0-based index of the layer in its stack
-  int64_t layers = 1;              // layers in the stack
   torch::Tensor rezero_alpha;      // the layer's ReZero scalar (ReZero only)
   double deepnorm_alpha = 1.0;     // the stack's DeepNorm multiplier
   std::shared_ptr<AdminProfile> profile;  // the stack's Admin profiler

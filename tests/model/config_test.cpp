@@ -112,6 +112,25 @@ TEST(ModelConfig, PerLayerSettings) {
     EXPECT_FALSE(has_final_norm(scheme_by_name(name))) << name;
 }
 
+// The norm-free last layers of a stack (DT-Fixup's added layers, model/stacking.h): none there,
+// the scheme's placement below; counts within the stack, with the plain residual only.
+TEST(ModelConfig, NormFreeLastLayers) {
+  auto c = valid();
+  c.scheme = scheme_by_name("mix-ln");
+  c.encoder_layers = 8;
+  c.norm_free_encoder_layers = 3;
+  for (int64_t i = 0; i < 8; ++i)  // floor(0.25 * 8) = 2 post layers, then pre, then 3 without norms
+    EXPECT_EQ(stack_layer_placement(c, false, i),
+              i < 2 ? NormPlacement::kPost : i < 5 ? NormPlacement::kPre : NormPlacement::kNone) << i;
+  EXPECT_EQ(stack_layer_placement(c, true, c.decoder_layers - 1), layer_placement(c.scheme, c.decoder_layers - 1,
+                                                                                  c.decoder_layers));
+  EXPECT_TRUE(c.problems().empty());
+  c.norm_free_decoder_layers = c.decoder_layers + 1;
+  c.scheme.residual = ResidualForm::kAdmin;
+  EXPECT_TRUE(mentions(c.problems(), "norm_free_decoder_layers must be in 0.."));
+  EXPECT_TRUE(mentions(c.problems(), "layers without norms need the plain residual"));
+}
+
 TEST(ModelConfig, JsonRoundTripAndOlderFiles) {
   auto c = valid();
   c.scheme = scheme_by_name("peri-ln");

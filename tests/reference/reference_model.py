@@ -113,7 +113,10 @@ def layer_norm_name(block):
 
 
 def layer_placement(scheme, index, count):
-    """Mix-LN (REF 10): Post-LN in layers index < floor(alpha * count), Pre-LN in the rest."""
+    """Mix-LN (REF 10): Post-LN in layers index < floor(alpha * count), Pre-LN in the rest; the
+    last `norm_free` layers of the stack none (conv "Layers without norms", DT-Fixup's layers)."""
+    if index >= count - scheme.get("norm_free", 0):
+        return "none"
     if scheme["norm"] != "mix":
         return scheme["norm"]
     return "post" if index < math.floor(scheme["mix_ln_alpha"] * count) else "pre"
@@ -368,7 +371,8 @@ class ReferenceTransformer(nn.Module):
             return {"norm": scheme["norm"], "residual": scheme["residual"],
                     "deepnorm_alpha": scheme[f"{side}_alpha"],
                     "mix_ln_alpha": scheme.get("mix_ln_alpha", 0.25),
-                    "ln_scaling": scheme.get("ln_scaling", False)}
+                    "ln_scaling": scheme.get("ln_scaling", False),
+                    "norm_free": cfg.get(f"norm_free_{side}_layers", 0)}
 
         self.kind = cfg.get("kind", "encoder-decoder")
         self.decoder_only = self.kind == "decoder-only"
