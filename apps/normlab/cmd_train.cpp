@@ -103,8 +103,8 @@ Runner add_training_command(CLI::App& app, const GlobalOptions& global, bool fin
       if (cmd->get_option("--vocab-size")->count() > 0) ignored.push_back("--vocab-size");
       refuse_model_flags(ignored, "the model and its vocabulary come from --init-from " + c.init_from.checkpoint);
       c.init_from.added.init = model::parse_added_layer_init(init.empty() ? "xavier" : init);
-    } else if (init == "dt-fixup") {
-      c.init_from.added.init = model::AddedLayerInit::kDtFixup;  // refused by problems(), saying why
+    } else if (model::added_layers_only_init(init)) {
+      c.init_from.added.init = model::parse_added_layer_init(init);  // refused by problems(), saying why
     } else {
       c.model = o->model.resolve(/*vocab_from_data=*/true);  // with --num-classes a new classifier
     }

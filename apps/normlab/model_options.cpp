@@ -49,7 +49,7 @@ void ModelOptions::add_to(CLI::App& cmd, bool vocab_options) {
       ->group(g);
   cmd.add_option("--init", init_,
                  "override the initialisation: xavier|t-fixup|admin-profile|admin-closed-form|"
-                 "rezero|deepnorm|gpt2 (train --init-from: the added layers', xavier|t-fixup|dt-fixup)")
+                 "rezero|deepnorm|gpt2 (train --init-from: the added layers', xavier|t-fixup|dt-fixup|dt-fixup-postln)")
       ->group(g);
   cmd.add_option("--share", share_, "shared embeddings: all|decoder|none")
       ->capture_default_str()->group(g);

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <map>
 #include <stdexcept>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
@@ -18,9 +19,14 @@ namespace {
 
 const std::map<AddedLayerInit, std::string>& init_names() {
   static const std::map<AddedLayerInit, std::string> names = {
-      {AddedLayerInit::kXavier, "xavier"}, {AddedLayerInit::kTFixup, "t-fixup"}, {AddedLayerInit::kDtFixup, "dt-fixup"}};
+      {AddedLayerInit::kXavier, "xavier"},
+      {AddedLayerInit::kTFixup, "t-fixup"},
+      {AddedLayerInit::kDtFixup, "dt-fixup"},
+      {AddedLayerInit::kDtFixupPostLn, "dt-fixup-postln"}};
   return names;
 }
+
+bool is_dt_fixup(AddedLayerInit v) { return v == AddedLayerInit::kDtFixup || v == AddedLayerInit::kDtFixupPostLn; }
 
 // The index K of "<stack>.layers.K." at the start of `name`, or -1.
 int64_t layer_index(const std::string& name, const std::string& stack) {
@@ -70,7 +76,13 @@ AddedLayerInit parse_added_layer_init(const std::string& s, const std::string& o
   for (const auto& [v, name] : init_names())
     if (name == s) return v;
   throw std::invalid_argument(option + ": unknown value '" + s +
-                              "' for layers added by --init-from (choose xavier|t-fixup|dt-fixup)");
+                              "' for layers added by --init-from (choose xavier|t-fixup|dt-fixup|dt-fixup-postln)");
+}
+
+bool added_layers_only_init(const std::string& name) {
+  for (const auto& [v, n] : init_names())
+    if (n == name) return is_dt_fixup(v);  // xavier and t-fixup are fresh models' --init too
+  return false;
 }
 
 std::vector<std::string> added_count_problems(const AddedLayers& added) {
@@ -89,9 +101,15 @@ std::vector<std::string> added_layer_problems(const ModelConfig& trained, const 
   if (grows && s.residual != ResidualForm::kPlain)
     out.push_back("layers can be added to models with the plain residual only (the checkpoint's is " +
                   to_string(s.residual) + ": its constants or profile depend on the depth)");
-  if (added.init == AddedLayerInit::kDtFixup && s.norm != NormPlacement::kPost)
-    out.push_back("--init dt-fixup: DT-Fixup's bound is derived for Post-LN layers; the checkpoint's norm is " +
-                  to_string(s.norm));
+  if (is_dt_fixup(added.init) && s.norm != NormPlacement::kPost)
+    out.push_back("--init " + to_string(added.init) +
+                  ": DT-Fixup's layers go on a Post-LN model's output (the authors' on RoBERTa's); the "
+                  "checkpoint's norm is " + to_string(s.norm));
+  for (auto [count, free, stack] : {std::tuple{added.encoder, trained.norm_free_encoder_layers, "encoder"},
+                                    std::tuple{added.decoder, trained.norm_free_decoder_layers, "decoder"}})
+    if (count > 0 && free > 0 && added.init != AddedLayerInit::kDtFixup)
+      out.push_back("--init " + to_string(added.init) + ": the checkpoint's " + stack + " ends in " +
+                    std::to_string(free) + " layers without norms (dt-fixup's); only --init dt-fixup adds more");
   return out;
 }
 
@@ -99,6 +117,10 @@ ModelConfig grown_config(const ModelConfig& trained, const AddedLayers& added) {
   auto c = trained;
   c.encoder_layers += added.encoder;
   c.decoder_layers += added.decoder;
+  if (added.init == AddedLayerInit::kDtFixup) {  // BorealisAI/DT-Fixup rat_encoders.py:79-81: use_lnorm=not dt_fix
+    c.norm_free_encoder_layers += added.encoder;
+    c.norm_free_decoder_layers += added.decoder;
+  }
   return c;
 }
 
@@ -163,7 +185,8 @@ GrownModel add_layers(const Seq2Seq& trained, const AddedLayers& added, uint64_t
       init_layer_xavier(*net->encoder->layers[i]->as<EncoderLayerImpl>());
     for (int64_t i = old.decoder_layers; i < old.decoder_layers + added.decoder; ++i)
       init_layer_xavier(*net->decoder->layers[i]->as<DecoderLayerImpl>());
-    // The norms of the added layers start at weight 1, bias 0 (their constructor's values).
+    // The norms of the added layers, where they have them, start at weight 1, bias 0 (their
+    // constructor's values).
   }
   auto scale = [&](bool decoder, double factor) {
     const int64_t first = decoder ? old.decoder_layers : old.encoder_layers;
@@ -179,9 +202,10 @@ GrownModel add_layers(const Seq2Seq& trained, const AddedLayers& added, uint64_t
   if (added.init == AddedLayerInit::kTFixup) {
     if (added.encoder > 0) scale(false, r.t_fixup_encoder = t_fixup_encoder_factor(added.encoder));
     if (added.decoder > 0) scale(true, r.t_fixup_decoder = t_fixup_decoder_factor(added.decoder));
-  } else if (added.init == AddedLayerInit::kDtFixup) {
-    // The authors scale the added encoder layers of a 2-sub-layer stack by N; a decoder layer
-    // has 3 residual sub-layers, so its count is 1.5 M (the same bound per sub-layer).
+  } else if (is_dt_fixup(added.init)) {
+    // The authors (optimizers.py:52-68, trainer/base.py:60-69) divide the weights of v, out, fc1
+    // and fc2 of their N layers by sqrt(N (4 mu^2 + 2 mu + 2)); a decoder layer has 3 residual
+    // sub-layers against the encoder's 2, so its count is 1.5 M (the same bound per sub-layer).
     if (added.encoder > 0) {
       r.mu_encoder = max_encoder_input_norm(net, old.encoder_layers, batches);
       r.divisor_encoder = dt_fixup_divisor(r.mu_encoder, static_cast<double>(added.encoder));

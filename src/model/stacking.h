@@ -18,11 +18,16 @@ namespace normlab::model {
 enum class AddedLayerInit {
   kXavier,   // fairseq's Xavier (init.h), as a fresh layer of the scheme
   kTFixup,   // then T-Fixup's factors for a stack of the added depth (REFERENCE §1)
-  kDtFixup,  // then DT-Fixup's: v, out, fc1, fc2 divided by dt_fixup_divisor(mu, layers)
+  // DT-Fixup as the authors build it: layers without norms, x + drop(f(x)) (ModelConfig::
+  // norm_free_*), Xavier, then v, out, fc1, fc2 divided by dt_fixup_divisor(mu, layers).
+  kDtFixup,
+  kDtFixupPostLn,  // the same scaling of layers that keep the checkpoint's Post-LN norms
 };
 std::string to_string(AddedLayerInit v);
 // Throws std::invalid_argument naming `option`, the value and the choices.
 AddedLayerInit parse_added_layer_init(const std::string& s, const std::string& option = "--init");
+// Whether `--init name` is for layers added to a trained model only (the DT-Fixup forms).
+bool added_layers_only_init(const std::string& name);
 
 struct AddedLayers {
   int64_t encoder = 0;  // layers put on top of the encoder stack
@@ -34,10 +39,11 @@ struct AddedLayers {
 std::vector<std::string> added_count_problems(const AddedLayers& added);
 // Why `trained` cannot take `added` (empty when it can), one message each: negative counts;
 // schemes whose existing layers would change with the depth (mix placement, Admin, ReZero,
-// DeepNorm residuals); DT-Fixup on anything but Post-LN layers (its bound is derived for them).
+// DeepNorm residuals); DT-Fixup on anything but a Post-LN model (the authors stack on RoBERTa's
+// Post-LN output); layers with norms on a stack that ends in norm-free ones.
 std::vector<std::string> added_layer_problems(const ModelConfig& trained, const AddedLayers& added);
 
-// The configuration of `trained` with the added layers.
+// The configuration of `trained` with the added layers, norm-free with kDtFixup.
 ModelConfig grown_config(const ModelConfig& trained, const AddedLayers& added);
 
 // Whether parameter `name` (e.g. "encoder.layers.7.fc1.weight") belongs to a layer added to

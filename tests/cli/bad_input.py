@@ -265,6 +265,7 @@ def main():
         (evaluate("c.de", "c.en", "--lenpen", "nan"), "--lenpen: must be finite, got nan"),
         (train("--add-encoder-layers", "2"), "add layers to a trained model: give --init-from CKPT"),
         (train("--init", "dt-fixup"), "--init dt-fixup initialises layers added to a trained model"),
+        (train("--init", "dt-fixup-postln"), "--init dt-fixup-postln initialises layers added to a trained model"),
         (train("--pretrained-lr-scale", "0.5"), "--pretrained-lr-scale needs --init-from CKPT"),
         (train("--max-pairs", "-1"), "--max-pairs must be >= 0, got -1"),
         (train("--bucket-cap-mb", "0"), "--bucket-cap-mb must be in (0, 4096], got 0"),

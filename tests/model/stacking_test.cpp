@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
 #include "core/tokens.h"
@@ -78,12 +79,17 @@ TEST(Stacking, TrainedParametersAreCopiedAndAddedOnesNamed) {
   EXPECT_EQ(param(grown.model, "encoder.layers.3.fc1.bias").abs().max().item<double>(), 0.0);
 }
 
-TEST(Stacking, TFixupAndDtFixupScaleXaviersWeightsOfTheSameSeed) {
+class DtFixupForms : public ::testing::TestWithParam<AddedLayerInit> {};
+INSTANTIATE_TEST_SUITE_P(Stacking, DtFixupForms,
+                         ::testing::Values(AddedLayerInit::kDtFixup, AddedLayerInit::kDtFixupPostLn),
+                         [](const auto& info) { return info.param == AddedLayerInit::kDtFixup ? "Authors" : "PostLn"; });
+
+TEST_P(DtFixupForms, TFixupAndDtFixupScaleXaviersWeightsOfTheSameSeed) {
   auto trained = trained_model("post-ln");
   const AddedLayers xavier{4, 2, AddedLayerInit::kXavier};
   auto plain = model::add_layers(trained, xavier, 7, batches());
   auto tfix = model::add_layers(trained, {4, 2, AddedLayerInit::kTFixup}, 7, batches());
-  auto dtfix = model::add_layers(trained, {4, 2, AddedLayerInit::kDtFixup}, 7, batches());
+  auto dtfix = model::add_layers(trained, {4, 2, GetParam()}, 7, batches());
   const double te = 0.67 * std::pow(4.0, -0.25), td = std::pow(9.0 * 2, -0.25);  // REFERENCE §1
   EXPECT_NEAR(tfix.report.t_fixup_encoder, te, 1e-12);
   EXPECT_NEAR(tfix.report.t_fixup_decoder, td, 1e-12);
@@ -107,10 +113,52 @@ TEST(Stacking, TFixupAndDtFixupScaleXaviersWeightsOfTheSameSeed) {
     EXPECT_TRUE(torch::allclose(param(tfix.model, k.name), x * k.t_fixup, 1e-12, 0)) << k.name;
     EXPECT_TRUE(torch::allclose(param(dtfix.model, k.name), x * k.dt_fixup, 1e-12, 0)) << k.name;
   }
-  // Untouched: q and k, biases, the norms of the added layers, every trained parameter.
+  // Untouched: q and k, biases, every trained parameter (and the norms of the added layers
+  // where they have them: dt-fixup-postln).
   for (const std::string name : {"encoder.layers.2.self_attn.q_proj.weight", "encoder.layers.2.fc1.bias",
-                                 "decoder.layers.2.final_layer_norm.weight", "encoder.layers.1.fc1.weight"})
+                                 "decoder.layers.1.final_layer_norm.weight", "encoder.layers.1.fc1.weight"})
     EXPECT_TRUE(torch::equal(param(dtfix.model, name), param(plain.model, name))) << name;
+  const bool norms = GetParam() == AddedLayerInit::kDtFixupPostLn;
+  EXPECT_EQ(dtfix.model->named_parameters().contains("decoder.layers.2.final_layer_norm.weight"), norms);
+  EXPECT_EQ(dtfix.model->named_parameters().contains("encoder.layers.5.self_attn_layer_norm.bias"), norms);
+}
+
+// The authors' form: the added layers are built without norms (BorealisAI/DT-Fixup
+// rat_encoders.py:79-81, transformer.py:150-166), and the configuration says so, so that a
+// checkpoint of the grown model reloads with the same structure.
+TEST(Stacking, DtFixupsLayersHaveNoNormsAndTheConfigurationRecordsThem) {
+  auto trained = trained_model("post-ln");
+  auto grown = model::add_layers(trained, {3, 1, AddedLayerInit::kDtFixup}, 7, batches());
+  const auto& c = grown.model->config();
+  EXPECT_EQ(c.norm_free_encoder_layers, 3);
+  EXPECT_EQ(c.norm_free_decoder_layers, 1);
+  for (int64_t i = 0; i < c.encoder_layers; ++i) {
+    const auto& layer = *grown.model->encoder->layers[i]->as<model::EncoderLayerImpl>();
+    const auto expected = i < 2 ? model::NormPlacement::kPost : model::NormPlacement::kNone;
+    EXPECT_EQ(layer.self_attn_block.placement(), expected) << i;
+    EXPECT_EQ(layer.ffn_block.placement(), expected) << i;
+  }
+  EXPECT_EQ(grown.model->decoder->layers[2]->as<model::DecoderLayerImpl>()->encoder_attn_block.placement(),
+            model::NormPlacement::kNone);
+  EXPECT_EQ(grown.model->decoder->layers[1]->as<model::DecoderLayerImpl>()->encoder_attn_block.placement(),
+            model::NormPlacement::kPost);
+  // Through JSON (config.json, a checkpoint's metadata) and back; absent when 0.
+  const nlohmann::json j = c;
+  EXPECT_EQ(j.at("norm_free_encoder_layers"), 3);
+  model::ModelConfig back;
+  nlohmann::json(j).get_to(back);
+  EXPECT_EQ(back.norm_free_encoder_layers, 3);
+  EXPECT_EQ(back.norm_free_decoder_layers, 1);
+  EXPECT_FALSE(nlohmann::json(trained->config()).contains("norm_free_encoder_layers"));
+  // A layer without norms computes x + f(x) (dropout 0): the added encoder layer from its own parts.
+  auto& layer = *grown.model->encoder->layers[4]->as<model::EncoderLayerImpl>();
+  grown.model->eval();
+  torch::NoGradGuard no_grad;
+  const auto x = torch::randn({2, 5, 16});
+  const auto mask = torch::zeros({2, 5}, torch::kBool);
+  const auto h = x + layer.self_attn(x, x, mask, false);
+  const auto expected = h + layer.fc2(torch::relu(layer.fc1(h)));
+  EXPECT_TRUE(torch::allclose(layer.forward(x, mask), expected, 1e-5, 1e-6));
 }
 
 TEST(Stacking, MuIsTheLargestTokenNormOfTheAddedStacksInput) {
@@ -146,6 +194,8 @@ TEST(Stacking, RefusesSchemesWhoseLayersDependOnTheDepth) {
     return model::added_layer_problems(test::tiny_config(scheme), {2, 0, init});
   };
   EXPECT_TRUE(problems("post-ln", AddedLayerInit::kDtFixup).empty());
+  EXPECT_TRUE(problems("post-ln", AddedLayerInit::kDtFixupPostLn).empty());
+  EXPECT_EQ(problems("pre-ln", AddedLayerInit::kDtFixupPostLn).size(), 1u);
   EXPECT_TRUE(problems("pre-ln", AddedLayerInit::kTFixup).empty());
   EXPECT_TRUE(problems("t-fixup", AddedLayerInit::kXavier).empty());
   EXPECT_EQ(problems("pre-ln", AddedLayerInit::kDtFixup).size(), 1u);
@@ -155,6 +205,15 @@ TEST(Stacking, RefusesSchemesWhoseLayersDependOnTheDepth) {
   EXPECT_EQ(model::added_layer_problems(test::tiny_config("post-ln"), {-1, -2, AddedLayerInit::kXavier}).size(), 2u);
   EXPECT_THROW(model::add_layers(model::Seq2Seq(test::tiny_config("mix-ln")), {1, 0, AddedLayerInit::kXavier}, 1, {}),
                std::invalid_argument);
+  // On a stack that ends in norm-free layers only more of them: layers with norms would sit above.
+  auto grown = test::tiny_config("post-ln");
+  grown.norm_free_encoder_layers = 1;
+  EXPECT_EQ(model::added_layer_problems(grown, {1, 1, AddedLayerInit::kXavier}).size(), 1u);
+  EXPECT_TRUE(model::added_layer_problems(grown, {0, 1, AddedLayerInit::kXavier}).empty());
+  EXPECT_TRUE(model::added_layer_problems(grown, {1, 1, AddedLayerInit::kDtFixup}).empty());
   EXPECT_EQ(model::parse_added_layer_init("dt-fixup"), AddedLayerInit::kDtFixup);
+  EXPECT_EQ(model::parse_added_layer_init("dt-fixup-postln"), AddedLayerInit::kDtFixupPostLn);
+  EXPECT_TRUE(model::added_layers_only_init("dt-fixup-postln"));
+  EXPECT_FALSE(model::added_layers_only_init("t-fixup"));
   EXPECT_THROW(model::parse_added_layer_init("fixup"), std::invalid_argument);
 }

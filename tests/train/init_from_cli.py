@@ -3,7 +3,8 @@
 a trained model with DT-Fixup, the trained parameters frozen (--pretrained-lr-scale 0: read back
 with torch.load, bit-identical to the checkpoint they came from) while the added ones train; the
 vocabulary carried over; --max-pairs; the init_from event; resuming the grown run, and refusing
-a changed --add-encoder-layers; DT-Fixup refused on a Pre-LN checkpoint."""
+a changed --add-encoder-layers; DT-Fixup refused on a Pre-LN checkpoint; the added layers without
+norms (recorded in config.json), and layers with norms refused on top of them."""
 import json
 import os
 import subprocess
@@ -65,8 +66,12 @@ def main():
         check(abs(e["divisor_encoder"] - (2 * (4 * mu * mu + 2 * mu + 2)) ** 0.5) < 1e-9 * e["divisor_encoder"],
               f"divisor: {e}")
     config = json.load(open(w("grown/config.json")))
-    check(config["model"]["encoder_layers"] == 3 and config["model"]["decoder_layers"] == 2,
+    check(config["model"]["encoder_layers"] == 3 and config["model"]["decoder_layers"] == 2 and
+          config["model"]["norm_free_encoder_layers"] == 2 and config["model"]["norm_free_decoder_layers"] == 1,
           f"config.json model: {config['model']}")
+    # The authors' form: no norms in the added layers (the reference test checks their forward).
+    check(not any("layer_norm" in k for k in added) and "encoder.layers.0.final_layer_norm.weight" in after,
+          "the added layers of --init dt-fixup have norms")
 
     # Resuming continues; a different number of added layers is another experiment.
     r = train(*grow, "--max-steps", "6", "--out", w("grown"))
@@ -78,7 +83,13 @@ def main():
     r = train("--init-from", w("pre-ln/checkpoints/checkpoint_last.pt"), "--add-encoder-layers", "1",
               "--init", "dt-fixup", "--max-steps", "1", "--out", w("pre"))
     lines = r.stderr.strip().splitlines()
-    check(r.returncode == 2 and len(lines) == 1 and "derived for Post-LN layers" in lines[0], f"pre-ln: {r.stderr}")
+    check(r.returncode == 2 and len(lines) == 1 and "go on a Post-LN model's output" in lines[0], f"pre-ln: {r.stderr}")
+    # Layers with norms (dt-fixup-postln) cannot go on the grown stacks that end without them.
+    r = train("--init-from", w("grown/checkpoints/checkpoint_last.pt"), "--add-encoder-layers", "1",
+              "--init", "dt-fixup-postln", "--max-steps", "1", "--out", w("on-grown"))
+    lines = r.stderr.strip().splitlines()
+    check(r.returncode == 2 and len(lines) == 1 and "only --init dt-fixup adds more" in lines[0],
+          f"dt-fixup-postln on norm-free layers: {r.stderr}")
     return check.finish()
 
 
