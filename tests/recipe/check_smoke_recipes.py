@@ -15,7 +15,7 @@ fail), then `normlab report`, then checks that
 ctest (`recipe.paper_recipes_smoke`) runs every paper recipe: xiong_fig2, xiong_fig3, xiong_fig4,
 huang_table1, huang_fig2_3, huang_fig3c, huang_fig4b, schemes, schemes_2025, hessian_report and
 advise_grid (with scripts/advise_confusion.py's table against the cells' own files), sharpness,
-lr_sensitivity (scripts/lr_sensitivity.py against the cells' own records), optimizer_warmup and dt_fixup (its frozen cell's trained parameters against the pretrained checkpoint, by torch.load).
+lr_sensitivity (scripts/lr_sensitivity.py against the cells' own records), optimizer_warmup and dt_fixup (its frozen cell's trained parameters against the pretrained checkpoint, by torch.load; the authors' form without norms in its added layers, dt-fixup-postln with them).
 `recipe.lm_recipes_smoke` runs the decoder-only lm_sharpness and the encoder-only xiong_fig5, with
 --data ../shared/data/lm (a recipe without a [synth] task reads that text)."""
 import csv
@@ -334,6 +334,14 @@ def main():
                 e = [json.loads(l) for l in open(os.path.join(cell(c), "metrics.jsonl")) if '"init_from"' in l]
                 check(len(e) == 1 and e[0]["init"] == c.split("=")[1] and e[0]["add_encoder_layers"] > 0,
                       f"dt_fixup: {c}'s init_from event {e}")
+            # The authors' form has no norms in the top (added) layer and config.json says so;
+            # dt-fixup-postln keeps them.
+            for c, norm_free in (("deep_init=dt-fixup", True), ("deep_init=dt-fixup-postln", False)):
+                model = json.load(open(os.path.join(cell(c), "config.json")))["model"]
+                last = torch.load(os.path.join(cell(c), "checkpoints", "checkpoint_last.pt"))
+                top = f"encoder.layers.{model['encoder_layers'] - 1}.final_layer_norm.weight"
+                check((model.get("norm_free_encoder_layers", 0) > 0) == norm_free and (top in last) != norm_free,
+                      f"dt_fixup: {c}'s added layers (norm-free {norm_free}): {model}")
         print(f"{name}: {len(cells)} cells, run {wall:.1f} s, {len(figs)} figures, "
               f"{len(claims)} claims: {sorted(verdicts.values())}")
 
