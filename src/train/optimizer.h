@@ -1,6 +1,7 @@
 // normlab's optimisers (docs/optimisers.md): SGD, Adam, AdamW as PyTorch defines them, RAdam
 // as its authors' code does (REFERENCE §1), Lion as lion-pytorch does and Muon as torch.optim.Muon
-// does, with AdamW for what Muon does not update (REFERENCE §11). Our
+// does, with AdamW for what Muon does not update, schedule-free AdamW as schedulefree does
+// (REFERENCE §11). Our
 // own, not torch::optim, so that the state is ours to save bit-exactly and the update of each
 // step can be recorded on request. Each is a class registered by its --optimizer name
 // (optimizer_algorithm.h); `Optimizer` is the facade.
