@@ -111,9 +111,14 @@ Runner add_training_command(CLI::App& app, const GlobalOptions& global, bool fin
     if (o->curvature && c.curvature.every == 0) c.curvature.every = train::CurvatureConfig::kDefaultEvery;
     c.schedule.max_steps = c.max_steps;
     c.optimizer.peak_lr = c.schedule.lr;  // --weight-decay-mode independent's lr_peak
+    c.optimizer.warmup_steps = c.schedule.warmup_steps;  // the own warm-up of adamw-schedulefree
     // An optimiser's own --betas where none is given: lion's 0.9,0.99 (Chen et al. 2023), as
     // lion-pytorch; recorded in config.json as any other value.
     if (cmd->get_option("--betas")->count() == 0) c.optimizer.betas = train::default_betas(c.optimizer.kind);
+    // One that replaces the schedule (adamw-schedulefree) runs at a constant rate where no
+    // --lr-schedule is given; another one given is refused (TrainConfig::problems).
+    if (cmd->get_option("--lr-schedule")->count() == 0 && train::replaces_schedule(c.optimizer.kind))
+      c.schedule.kind = train::ScheduleKind::kConstant;
     const auto device = core::resolve_device(global.device);
     c.precision = model::parse_precision(o->precision, device);  // auto: resolved here, recorded in config.json
     warn_if_emulated(c.precision, device);

@@ -115,6 +115,16 @@ std::vector<std::string> OptimizerConfig::problems() const {
                     " only, not " + to_string(kind));
     }
   }
+  if ((reads & kScheduleFreeOption) && betas[0] == 0.0)
+    out.push_back("--betas: --optimizer " + to_string(kind) + " needs beta1 > 0 (its y = (1 - b1) z + b1 x: x is " +
+                  "found by dividing by b1), got " + core::format_number(betas[0]) + "," + core::format_number(betas[1]));
+  if (!(reads & kScheduleFreeOption)) {
+    const OptimizerConfig defaults;
+    if (schedule_free_r != defaults.schedule_free_r ||
+        schedule_free_weight_lr_power != defaults.schedule_free_weight_lr_power)
+      out.push_back("--schedule-free-r and --schedule-free-weight-lr-power apply to --optimizer " +
+                    readers(kScheduleFreeOption) + " only, not " + to_string(kind));
+  }
   if (weight_decay_mode != WeightDecayMode::kLr) {
     if (!(reads & kWeightDecayModeOption))
       out.push_back("--weight-decay-mode applies to --optimizer " + readers(kWeightDecayModeOption) +
@@ -174,6 +184,8 @@ void Optimizer::zero_grad() {
 void Optimizer::step(double lr, bool record_updates) {
   if (!(lr >= 0.0 && std::isfinite(lr)))
     throw std::invalid_argument("optimizer: learning rate must be finite and >= 0, got " + core::format_number(lr));
+  if (at_evaluation_point())
+    throw std::logic_error("optimizer: step() with the parameters at the evaluation point (to_training_point() first)");
   torch::NoGradGuard no_grad;
   last_updates_.clear();
   std::vector<size_t> ready;  // the parameters with a gradient
@@ -186,6 +198,27 @@ void Optimizer::step(double lr, bool record_updates) {
   algorithm_->step(params_, ready, lr_scales_, lr);
   for (size_t k = 0; k < before.size(); ++k) last_updates_[params_[ready[k]].first] = params_[ready[k]].second - before[k];
   ++steps_;
+}
+
+void Optimizer::to_evaluation_point() {
+  torch::NoGradGuard no_grad;
+  algorithm_->to_evaluation_point(params_);
+}
+
+void Optimizer::to_training_point() {
+  torch::NoGradGuard no_grad;
+  algorithm_->to_training_point(params_);
+}
+
+bool Optimizer::at_evaluation_point() const { return algorithm_->at_evaluation_point(); }
+
+AtEvaluationPoint::AtEvaluationPoint(Optimizer& optimizer)
+    : optimizer_(optimizer), was_there_(optimizer.at_evaluation_point()) {
+  optimizer_.to_evaluation_point();
+}
+
+AtEvaluationPoint::~AtEvaluationPoint() {
+  if (!was_there_) optimizer_.to_training_point();
 }
 
 TensorMap Optimizer::state() const {
@@ -261,6 +294,9 @@ void from_json(const nlohmann::json& j, OptimizerConfig& c) {
   c.muon_adjust_lr = j.contains("muon_adjust_lr")
                          ? parse_muon_adjust_lr(j.at("muon_adjust_lr").get<std::string>(), "muon_adjust_lr")
                          : defaults.muon_adjust_lr;
+  // Runs from before --optimizer adamw-schedulefree: its defaults.
+  c.schedule_free_r = j.value("schedule_free_r", defaults.schedule_free_r);
+  c.schedule_free_weight_lr_power = j.value("schedule_free_weight_lr_power", defaults.schedule_free_weight_lr_power);
 }
 
 }  // namespace normlab::train

@@ -1,6 +1,7 @@
 // normlab's optimisers (docs/optimisers.md): SGD, Adam, AdamW as PyTorch defines them, RAdam
 // as its authors' code does (REFERENCE §1), Lion as lion-pytorch does and Muon as torch.optim.Muon
-// does, with AdamW for what Muon does not update (REFERENCE §11). Our
+// does, with AdamW for what Muon does not update, schedule-free AdamW as schedulefree does
+// (REFERENCE §11). Our
 // own, not torch::optim, so that the state is ours to save bit-exactly and the update of each
 // step can be recorded on request. Each is a class registered by its --optimizer name
 // (optimizer_algorithm.h); `Optimizer` is the facade.
@@ -31,6 +32,8 @@ class OptimizerKind {
   static const OptimizerKind kLion;   // Chen et al. 2023: sign of an interpolated momentum, decoupled weight decay
   static const OptimizerKind kMuon;   // Jordan et al. 2024, Liu et al. 2025: orthogonalised momentum for the 2-D
                                       // hidden weights, AdamW for the rest (optimizers/muon.h says which)
+  static const OptimizerKind kAdamWScheduleFree;  // Defazio et al. 2024: AdamW without a schedule, gradients
+                                                  // at y, the model evaluated at the average x (schedulefree)
 
   std::string_view name() const { return name_; }
   friend bool operator==(OptimizerKind a, OptimizerKind b) { return a.name_ == b.name_; }
@@ -49,6 +52,7 @@ inline constexpr OptimizerKind OptimizerKind::kAdamW{"adamw"};
 inline constexpr OptimizerKind OptimizerKind::kRAdam{"radam"};
 inline constexpr OptimizerKind OptimizerKind::kLion{"lion"};
 inline constexpr OptimizerKind OptimizerKind::kMuon{"muon"};
+inline constexpr OptimizerKind OptimizerKind::kAdamWScheduleFree{"adamw-schedulefree"};
 
 // RAdam's update while the variance is not yet rectifiable (rho_t < 5, REFERENCE §1).
 enum class RAdamFallback {
@@ -79,13 +83,17 @@ std::string to_string(RAdamFallback f);
 std::string to_string(AdamInitV v);
 std::string to_string(WeightDecayMode m);
 std::string to_string(MuonAdjustLr a);
-// The registered optimisers in the order of registration, and their names "sgd|adam|adamw|radam|lion|muon".
+// The registered optimisers in the order of registration, and their names
+// "sgd|adam|adamw|radam|lion|muon|adamw-schedulefree".
 std::vector<OptimizerKind> optimizer_kinds();
 std::string optimizer_choices();
 // The --betas of `kind` where the command line gives none (`normlab train` applies it): its
 // registry entry's, 0.9,0.99 for lion (Chen et al. 2023, lion-pytorch), 0.9,0.95 for muon's AdamW
-// (Jordan et al.'s and Moonlight's), else 0.9,0.98.
+// (Jordan et al.'s and Moonlight's), 0.9,0.999 for adamw-schedulefree (schedulefree's), else 0.9,0.98.
 std::array<double, 2> default_betas(OptimizerKind kind);
+// Whether `kind` warms up itself and replaces the learning-rate schedule (its registry entry's
+// kOwnWarmupOption: adamw-schedulefree): --lr-schedule constant, whose warm-up it takes over.
+bool replaces_schedule(OptimizerKind kind);
 // Parsers throw std::invalid_argument naming `option`, the value and the choices.
 OptimizerKind parse_optimizer_kind(const std::string& s, const std::string& option = "--optimizer");
 RAdamFallback parse_radam_fallback(const std::string& s,
@@ -113,9 +121,17 @@ struct OptimizerConfig {
   bool muon_nesterov = true;     // --muon-nesterov (=false: off): O from (1 - mu) g + mu B, else from B
   int64_t muon_ns_steps = 5;     // --muon-ns-steps: Newton-Schulz iterations (Jordan et al.'s, torch's 5)
   MuonAdjustLr muon_adjust_lr = MuonAdjustLr::kMatchRmsAdamW;  // --muon-adjust-lr original|match-rms-adamw
+  // Schedule-free AdamW's own (adamw-schedulefree only): the weight (k+1)^r lr_max^p of update k+1
+  // in the average x (schedulefree's r and weight_lr_power).
+  double schedule_free_r = 0.0;                // --schedule-free-r r >= 0 (0: every update alike)
+  double schedule_free_weight_lr_power = 2.0;  // --schedule-free-weight-lr-power p >= 0
   // lr_peak of --weight-decay-mode independent: the schedule's --lr, copied by the command (as the
   // schedule's max_steps from --max-steps); not an option, not in config.json.
   double peak_lr = 0.0;
+  // W of an optimiser that warms up itself (kOwnWarmupOption; adamw-schedulefree: rate
+  // lr min(1, (k+1)/W) at update k+1), the schedule's --warmup-steps copied by the command as
+  // peak_lr is; not an option, not in config.json (the schedule's warmup_steps is).
+  int64_t warmup_steps = 0;
 
   // The c of a decoupled weight decay p *= 1 - lr c at a step of rate lr (lr scale included):
   // weight_decay, or weight_decay / peak_lr with --weight-decay-mode independent.
@@ -148,8 +164,17 @@ class Optimizer {
   // skipped, their state untouched (as torch.optim does). With record_updates, last_updates()
   // then holds p_new - p_old for every parameter that had a gradient; without, nothing is
   // copied and last_updates() is empty. Throws std::invalid_argument for a negative or
-  // non-finite lr.
+  // non-finite lr, std::logic_error at the evaluation point.
   void step(double lr, bool record_updates = false);
+  // The point where the model is evaluated (validation, test, checkpoints, the final model) and
+  // the one where step() takes its gradients: the same but for adamw-schedulefree, whose
+  // parameters are its average x at the first and y at the second (Defazio et al. 2024;
+  // schedulefree's optimizer.eval() and .train()). Each moves the parameters in place, and
+  // nothing when they are there already; a new optimiser is at the training point. state()
+  // records the point, load_state() takes it (the trainer saves at the evaluation point).
+  void to_evaluation_point();
+  void to_training_point();
+  bool at_evaluation_point() const;
   // Per-parameter multipliers of lr, parallel to parameters() (torch.optim's parameter
   // groups with their own lr; decoupled weight decay scales with it, as there). Default all 1;
   // 0 keeps a parameter exactly where it is. Throws std::invalid_argument for a wrong size or
@@ -182,6 +207,20 @@ class Optimizer {
   std::vector<double> lr_scales_;  // parallel to params_ (set_lr_scales)
   int64_t steps_ = 0;
   TensorMap last_updates_;
+};
+
+// Holds the parameters at the optimiser's evaluation point while it lives, then puts them back
+// where they were (the training point, unless they were at the evaluation point already).
+class AtEvaluationPoint {
+ public:
+  explicit AtEvaluationPoint(Optimizer& optimizer);
+  ~AtEvaluationPoint();
+  AtEvaluationPoint(const AtEvaluationPoint&) = delete;
+  AtEvaluationPoint& operator=(const AtEvaluationPoint&) = delete;
+
+ private:
+  Optimizer& optimizer_;
+  const bool was_there_;
 };
 
 // torch.nn.utils.clip_grad_norm_: the 2-norm of all gradients together (parameters without a

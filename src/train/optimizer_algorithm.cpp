@@ -50,6 +50,16 @@ std::optional<int64_t> StateReader::count(const std::string& key) {
   return v;
 }
 
+std::optional<double> StateReader::number(const std::string& key) {
+  const auto it = state_.find(key);
+  if (it == state_.end()) return std::nullopt;
+  read_.insert(key);
+  const auto& t = it->second;
+  if (t.numel() != 1 || !t.is_floating_point())
+    throw state_error("'" + key + "' must be one floating-point number, got shape " + shape_of(t));
+  return t.to(torch::kCPU, torch::kFloat64).item<double>();
+}
+
 // An unread "<prefix>.<parameter name>" is another optimiser's; anything else is unknown.
 void StateReader::refuse_unread(const std::string& optimizer) const {
   for (const auto& [key, t] : state_) {

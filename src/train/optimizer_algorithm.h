@@ -32,6 +32,9 @@ class StateReader {
   std::optional<int64_t> count(const char* prefix, size_t i);
   // The entry `key` as a count >= 0; nullopt when absent. Throws unless one integer >= 0.
   std::optional<int64_t> count(const std::string& key);
+  // The entry `key` as a number, exactly as saved (float64); nullopt when absent. Throws unless
+  // one floating-point number.
+  std::optional<double> number(const std::string& key);
   const NamedTensors& parameters() const { return params_; }
   // Throws std::runtime_error for the first entry no read asked for, naming it and `optimizer`.
   void refuse_unread(const std::string& optimizer) const;
@@ -72,6 +75,13 @@ class OptimizerAlgorithm {
   // out (n_i): P of parameter i, flattened, `kind` as train::Preconditioner says; `gradient`
   // (n_i, out's dtype) the probe set's gradient of parameter i, given for kNext only.
   virtual void preconditioner(torch::Tensor out, size_t i, Preconditioner kind, const torch::Tensor& gradient) const;
+  // (e) Where the model is evaluated, when that is not where its gradients are taken:
+  // schedule-free's average x against its y (Defazio et al. 2024). The parameters move there and
+  // back in place (each call: nothing when already there); step() runs at the training point, and
+  // save_state records the point. Default: one point for both, nothing moves.
+  virtual void to_evaluation_point(const NamedTensors& /*params*/) {}
+  virtual void to_training_point(const NamedTensors& /*params*/) {}
+  virtual bool at_evaluation_point() const { return false; }
 
   const OptimizerConfig& config() const { return config_; }
 
@@ -92,6 +102,11 @@ enum OptimizerOption : unsigned {
   kAdamInitVOption = 4,      // --adam-init-v
   kWeightDecayModeOption = 8,  // --weight-decay-mode (decoupled weight decay through decoupled_weight_decay())
   kMuonOption = 16,          // --muon-momentum, --muon-nesterov, --muon-ns-steps, --muon-adjust-lr
+  // It warms up itself over --warmup-steps (OptimizerConfig::warmup_steps) and replaces the
+  // schedule: --lr-schedule must be constant, whose ramp the trainer then leaves out
+  // (TrainConfig::rate_schedule).
+  kOwnWarmupOption = 32,
+  kScheduleFreeOption = 64,  // --schedule-free-r, --schedule-free-weight-lr-power
 };
 
 // An optimiser as the registry knows it: its --optimizer name, how to make it for a config

@@ -62,7 +62,28 @@ std::vector<std::string> model_kind_problems(const TrainConfig& c) {
   return out;
 }
 
+// An optimiser that warms up itself replaces the schedule (adamw-schedulefree: Defazio et al.
+// 2024): the rate it is given must be constant, and its ramp starts at lr/W, not at --warmup-init-lr.
+std::vector<std::string> own_warmup_problems(const TrainConfig& c) {
+  std::vector<std::string> out;
+  if (!replaces_schedule(c.optimizer.kind)) return out;
+  const auto name = to_string(c.optimizer.kind);
+  if (c.schedule.kind != ScheduleKind::kConstant)
+    out.push_back("--optimizer " + name + " replaces the learning-rate schedule (--warmup-steps is its own warm-up): " +
+                  "use --lr-schedule constant, got " + to_string(c.schedule.kind));
+  if (c.schedule.warmup_init_lr != 0.0)
+    out.push_back("--warmup-init-lr: --optimizer " + name + "'s own warm-up starts at --lr / --warmup-steps, got " +
+                  core::format_number(c.schedule.warmup_init_lr));
+  return out;
+}
+
 }  // namespace
+
+ScheduleConfig TrainConfig::rate_schedule() const {
+  ScheduleConfig out = schedule;
+  if (replaces_schedule(optimizer.kind)) out.warmup_steps = 0;
+  return out;
+}
 
 std::vector<std::string> TrainConfig::problems() const {
   std::vector<std::string> out;
@@ -76,6 +97,7 @@ std::vector<std::string> TrainConfig::problems() const {
   for (auto& p : batching.validate()) out.push_back(p);
   for (auto& p : optimizer.problems()) out.push_back(p);
   for (auto& p : schedule.problems()) out.push_back(p);
+  for (auto& p : own_warmup_problems(*this)) out.push_back(p);
   for (auto& p : trace.problems()) out.push_back(p);
   for (auto& p : curvature.problems()) out.push_back(p);
   for (auto& p : loss_scaler.problems()) out.push_back(p);

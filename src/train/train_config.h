@@ -96,6 +96,10 @@ struct TrainConfig {
 
   // Every problem at once, naming the option.
   std::vector<std::string> problems() const;
+  // The schedule of the rate the trainer gives the optimiser: `schedule`, without its warm-up for
+  // an optimiser that warms up itself (kOwnWarmupOption: adamw-schedulefree ramps over
+  // optimizer.warmup_steps, the command's copy of --warmup-steps).
+  ScheduleConfig rate_schedule() const;
   // The positions of a block of running text (single-stack kinds): block_size, else max_positions.
   int64_t text_block_size() const { return block_size > 0 ? block_size : model.max_positions; }
 };

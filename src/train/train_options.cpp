@@ -164,7 +164,8 @@ const core::OptionTable<OptimizerConfig>& optimizer_options() {
     t.group("Optimisation");
     t.add("--optimizer", "optimizer", &OptimizerConfig::kind, "", optimizer_codec());
     t.add("--betas", "betas", &OptimizerConfig::betas,
-          "beta1,beta2 of the Adam family, lion and muon's AdamW (without it lion's 0.9,0.99, muon's 0.9,0.95)",
+          "beta1,beta2 of the Adam family, lion and muon's AdamW (without it lion's 0.9,0.99, muon's 0.9,0.95, "
+          "adamw-schedulefree's 0.9,0.999)",
           betas_codec());  // problems()
     t.add("--eps", "eps", &OptimizerConfig::eps, "Adam's epsilon", finite(at_least(0)));
     t.add("--weight-decay", "weight_decay", &OptimizerConfig::weight_decay, "weight decay", finite(at_least(0)));
@@ -189,6 +190,12 @@ const core::OptionTable<OptimizerConfig>& optimizer_options() {
           "muon: an A x B matrix's rate, lr sqrt(max(1, A/B)) (original: Jordan et al.) or lr 0.2 sqrt(max(A, B)) "
           "(match-rms-adamw: Moonlight, AdamW's --lr and --weight-decay serve both)",
           core::enum_codec(muon_adjust_lrs()));
+    t.add("--schedule-free-r", "schedule_free_r", &OptimizerConfig::schedule_free_r,
+          "adamw-schedulefree: update k's weight in the average grows as k^r (0: all alike)", finite(at_least(0)));
+    t.add("--schedule-free-weight-lr-power", "schedule_free_weight_lr_power",
+          &OptimizerConfig::schedule_free_weight_lr_power,
+          "adamw-schedulefree: and as lr_max^p, lr_max the largest warmed-up rate so far (0: no lr weighting)",
+          finite(at_least(0)));
     return t;
   }();
   return table;

@@ -78,7 +78,7 @@ void Trainer::update(const BatchOrder& batches) {
     return;
   }
   pos_.update = next;
-  const double lr = learning_rate(c_.schedule, pos_.update, pos_.epoch);
+  const double lr = learning_rate(c_.rate_schedule(), pos_.update, pos_.epoch);
   each([&](TrainCallback& cb) { cb.gradients_ready(pos_.update); });
   scaled_->step(lr, record_updates);
   const UpdateReport report{pos_.update, pos_.epoch,  pos_.next_batch,        static_cast<int64_t>(batches.size()),
@@ -148,6 +148,7 @@ bool Trainer::stop_after(const Sums& sums) {
 // The last validation is followed by --test, and the checkpoint comes after both: a run killed
 // before it resumes from the previous checkpoint and writes both records again.
 void Trainer::validate_and_save(bool end_of_epoch, bool last) {
+  const AtEvaluationPoint evaluated(*optimizer_);  // validation, BLEU, the test set and the checkpoints
   const auto v = validate(valid_);
   auto record = validation_record(pos_, v, wall(), end_of_epoch, c_.model.classifier());
   each([&](TrainCallback& cb) { cb.validation_done(record); });
@@ -179,8 +180,10 @@ Sums Trainer::validate(const Corpus& corpus) {
   return dp_.all_reduced({l.loss, l.nll, l.tokens, 0, l.correct});
 }
 
-// Every rank's dropout stream (a collective), then rank 0 writes the checkpoints.
+// Every rank's dropout stream (a collective), then rank 0 writes the checkpoints: the model at
+// the optimiser's evaluation point (schedule-free's x), every rank moving its parameters alike.
 void Trainer::save(const std::vector<std::string>& names) {
+  const AtEvaluationPoint evaluated(*optimizer_);
   model::TensorMap extra;
   dp_.save_streams(extra);
   if (!dir_->writes()) return;

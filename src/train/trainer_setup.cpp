@@ -90,6 +90,7 @@ void Trainer::make_optimizer() {
                     : nullptr;
   scaled_ = std::make_unique<ScaledOptimizer>(*optimizer_, net_->parameters(), std::move(scaler), c_.clip_norm);
   if (resumed_) scaled_->load_state(resumed_->extra_tensors, device_);
+  optimizer_->to_training_point();  // a checkpoint holds the evaluation point (schedule-free's x)
   dp_.seed_streams(c_.seed, resumed_ ? &resumed_->extra_tensors : nullptr);
 }
 

@@ -277,6 +277,14 @@ def main():
          "--init: unknown value 'fixup' for layers added by --init-from"),
         (train()[:9] + ["--init-from", w("good.ckpt"), "--add-encoder-layers", "-1"],
          "--add-encoder-layers must be >= 0, got -1"),
+        # Schedule-free AdamW replaces the schedule: another one given is refused in one line.
+        (train("--optimizer", "adamw-schedulefree", "--lr-schedule", "inverse-sqrt"),
+         "--optimizer adamw-schedulefree replaces the learning-rate schedule (--warmup-steps is its own warm-up): "
+         "use --lr-schedule constant, got inverse-sqrt"),
+        (train("--optimizer", "adamw-schedulefree", "--warmup-init-lr", "1e-7"),
+         "--warmup-init-lr: --optimizer adamw-schedulefree's own warm-up starts at --lr / --warmup-steps"),
+        (train("--schedule-free-r", "1"),
+         "--schedule-free-r and --schedule-free-weight-lr-power apply to --optimizer adamw-schedulefree only, not adamw"),
         (train("--best-metric", "bleu"), "--best-metric bleu needs --eval-bleu"),
         (train("--best-metric", "accuracy"), "--best-metric: unknown value 'accuracy'"),
         (train("--eval-bleu", "--beam", "0"), "--beam: must be >= 1"),

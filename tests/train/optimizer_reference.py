@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""ctest driver: normlab's optimisers against torch.optim (Lion: lion-pytorch) on the same gradients.
+"""ctest driver: normlab's optimisers against torch.optim (Lion: lion-pytorch; schedule-free AdamW: schedulefree) on the same gradients.
 
 Draws a few parameter tensors and ten steps of gradients (one parameter has no gradient at
 step 3, as a parameter unused by a batch), with a different learning rate every step, runs the
@@ -14,6 +14,13 @@ cases hold it to torch.optim's single-tensor code, an independent writing of the
 (they differ by rounding only); in float32 the recorded updates (p_new - p_old, a difference of
 close numbers) keep 1e-6 only against the same order of operations, so the float32 case's
 reference is torch.optim.AdamW(fused=True).
+
+Schedule-free AdamW (schedulefree.AdamWScheduleFree, PyPI schedulefree) is checked at both of
+its points: y (the parameters while training) after every step, and x (its average, where the
+model is evaluated) after the steps of EVALUATE, where both sides move to x and back (the
+reference's eval() and train(); normlab's to_evaluation_point() and to_training_point()), as
+training does around validation. The reload case also resumes normlab through a file at x, as from
+a checkpoint, and requires it to agree bit for bit with the same run uninterrupted.
 
 Muon orthogonalises in bfloat16 (torch's _zeropower_via_newtonschulz); normlab makes the same ATen
 calls in the same order, so its matrices agree with torch.optim.Muon's to the bit in float64 and
@@ -49,6 +56,9 @@ MUON_MATRICES = ("encoder.layers.0.fc1.weight", "decoder.layers.0.self_attn.out_
 MUON_MISSING = {(3, "encoder.layers.0.fc1.bias"), (5, "encoder.layers.0.fc1.weight")}
 MUON_BETAS = (0.9, 0.95)  # normlab's muon without --betas (Jordan et al.'s and Moonlight's AdamW)
 MUON_WD = 0.1  # Moonlight's (Liu et al. 2025), torch.optim.Muon's default
+SF_BETAS = (0.9, 0.999)  # normlab's adamw-schedulefree without --betas (schedulefree's default)
+SF_WD = 0.05  # at y, in the normalised step (schedulefree's weight_decay)
+SF_ARGS = ["--optimizer", "adamw-schedulefree", "--betas", "0.9,0.999", "--eps", str(EPS)]
 
 # case -> (normlab arguments, torch optimiser factory, dtype, clip norm or None)
 CASES = {
@@ -136,7 +146,31 @@ CASES = {
                                                               dict(betas=MUON_BETAS, eps=EPS, weight_decay=0.0)),
                                                     WD_INDEPENDENT, PEAK),
                          torch.float64, None),
+    # Defazio et al. 2024 against schedulefree.AdamWScheduleFree: its own warm-up over 4 of the
+    # 10 steps with decay; float32 with clipping; the average's weights (k+1)^r lr_max^p with r and
+    # p changed and no warm-up; a resume at x after step 5 (RELOAD).
+    "adamw-schedulefree": (SF_ARGS + ["--weight-decay", str(SF_WD), "--warmup-steps", "4"],
+                           lambda p: schedule_free(p, weight_decay=SF_WD, warmup_steps=4),
+                           torch.float64, None),
+    "adamw-schedulefree-float32-clip": (SF_ARGS + ["--weight-decay", str(SF_WD), "--warmup-steps", "3",
+                                                   "--clip-norm", "1.5"],
+                                        lambda p: schedule_free(p, weight_decay=SF_WD, warmup_steps=3),
+                                        torch.float32, 1.5),
+    "adamw-schedulefree-weighting": (SF_ARGS + ["--schedule-free-r", "1", "--schedule-free-weight-lr-power", "1",
+                                                "--warmup-steps", "0"],
+                                     lambda p: schedule_free(p, r=1.0, weight_lr_power=1.0),
+                                     torch.float64, None),
+    "adamw-schedulefree-reload": (SF_ARGS + ["--weight-decay", str(SF_WD), "--warmup-steps", "4"],
+                                  lambda p: schedule_free(p, weight_decay=SF_WD, warmup_steps=4),
+                                  torch.float64, None),
 }
+
+# Schedule-free cases: the steps after which x is recorded (both sides move to x and back), and
+# the step after which normlab resumes through a file (at x, as from a checkpoint). Never step 2:
+# the parameter without a gradient at step 3 must stay where step 2's round trip leaves it.
+EVALUATE = {"adamw-schedulefree": (4, 7, 10), "adamw-schedulefree-float32-clip": (5, 10),
+            "adamw-schedulefree-weighting": (1, 6, 10), "adamw-schedulefree-reload": (5, 10)}
+RELOAD = {"adamw-schedulefree-reload": 5}
 
 
 # The independent cases' optimiser with decay at the step's rate (torch's AdamW, lion-pytorch's
@@ -192,6 +226,33 @@ class IndependentDecay:
         self.optimizer.step()
 
 
+class ScheduleFreeAtY:
+    """schedulefree.AdamWScheduleFree (Defazio et al. 2024) with SF_BETAS and EPS, put in train mode
+    (its parameters at y) before its first step, as its README asks; eval()/train() move them to x
+    and back."""
+
+    def __init__(self, params, **kw):
+        from schedulefree import AdamWScheduleFree  # only the schedule-free cases need the package
+        self.optimizer = AdamWScheduleFree(params, lr=0.1, betas=SF_BETAS, eps=EPS, **kw)
+        self.optimizer.train()
+        self.param_groups = self.optimizer.param_groups
+
+    @torch.no_grad()
+    def step(self):
+        # schedulefree divides the gradient in place; run_torch's gradients are clones, normlab's untouched.
+        self.optimizer.step()
+
+    def eval(self):
+        self.optimizer.eval()
+
+    def train(self):
+        self.optimizer.train()
+
+
+def schedule_free(params, **kw):
+    return ScheduleFreeAtY(params, **kw)
+
+
 def lion(params, **kw):
     from lion_pytorch import Lion  # only the lion cases need the package
     return Lion(params, **kw)
@@ -224,10 +285,10 @@ def make_inputs(dtype, shapes, missing):
     return params, grads, lrs
 
 
-def run_torch(params, grads, lrs, factory, clip):
+def run_torch(params, grads, lrs, factory, clip, evaluate_at=()):
     ps = {n: t.clone().requires_grad_(True) for n, t in params.items()}
     opt = factory(list(ps.values()))
-    after, updates, norms = {}, {}, []
+    after, updates, norms, xs = {}, {}, [], {}
     for k in range(1, STEPS + 1):
         for n, p in ps.items():
             p.grad = grads[(k, n)].clone() if (k, n) in grads else None
@@ -241,7 +302,12 @@ def run_torch(params, grads, lrs, factory, clip):
             after[(k, n)] = p.detach().clone()
             if (k, n) in grads:
                 updates[(k, n)] = p.detach() - before[n]
-    return after, updates, norms
+        if k in evaluate_at:
+            opt.eval()
+            for n, p in ps.items():
+                xs[(k, n)] = p.detach().clone()
+            opt.train()
+    return after, updates, norms, xs
 
 
 def rel_err(a, b):
@@ -265,12 +331,22 @@ def main():
     inputs.update({f"grad.{k}.{n}": t for (k, n), t in grads.items()})
     inputs["lr"] = lrs
     torch.save(inputs, work / "in.pt")  # torch.save's default format, read by load_tensors
-    subprocess.run([args.replay, "--in", str(work / "in.pt"), "--out", str(work / "out.pt")]
-                   + nl_args, check=True)
+    evaluate_at = EVALUATE.get(args.case, ())
+    replay = [args.replay, "--in", str(work / "in.pt")] + nl_args
+    replay += [a for k in evaluate_at for a in ("--evaluate-at", str(k))]
+    subprocess.run(replay + ["--out", str(work / "out.pt")], check=True)
     got = torch.load(work / "out.pt", weights_only=True)
-    after, updates, norms = run_torch(params, grads, lrs, factory, clip)
+    after, updates, norms, xs = run_torch(params, grads, lrs, factory, clip, evaluate_at)
 
     failures, worst = [], 0.0
+    if args.case in RELOAD:  # resumed at x through a file: bit for bit the run above
+        subprocess.run(replay + ["--reload-at", str(RELOAD[args.case]), "--out", str(work / "reloaded.pt")],
+                       check=True)
+        reloaded = torch.load(work / "reloaded.pt", weights_only=True)
+        if reloaded.keys() != got.keys():
+            failures.append(f"resumed run's outputs {sorted(reloaded.keys() ^ got.keys())} differ")
+        failures += [f"{key}: resumed run differs from the uninterrupted one" for key in sorted(got)
+                     if key in reloaded and not torch.equal(got[key], reloaded[key])]
     def check(what, a, b):
         nonlocal worst
         if a.dtype != b.dtype or a.shape != b.shape:
@@ -288,6 +364,10 @@ def main():
             failures.append(f"torch moved {n} at step {k} without a gradient?")
     for (k, n), ref in updates.items():
         check(f"update of {n} at step {k}", got[f"update.{k}.{n}"], ref)
+    for (k, n), ref in xs.items():
+        check(f"x of {n} after step {k}", got[f"x.{k}.{n}"], ref)
+        if k == STEPS and (ref - after[(k, n)]).abs().max() == 0:
+            failures.append(f"x and y of {n} agree: the test does not tell the two points apart")
     extra = {k for k in got if k.startswith("update.")} - {f"update.{k}.{n}" for k, n in updates}
     if extra:
         failures.append(f"updates recorded for parameters without a gradient: {sorted(extra)}")
@@ -301,12 +381,12 @@ def main():
     if all((after[(STEPS, n)] - params[n]).abs().max() == 0 for n in params):
         failures.append("no parameter moved")
     if args.case in COUPLED:
-        coupled, _, _ = run_torch(params, grads, lrs, COUPLED[args.case], clip)
+        coupled, _, _, _ = run_torch(params, grads, lrs, COUPLED[args.case], clip)
         apart = max(rel_err(coupled[(STEPS, n)], after[(STEPS, n)]) for n in params)
         if not apart > 1e-3:
             failures.append(f"decay at lr_t and at lr_t / lr_peak end only {apart:.3g} apart")
 
-    print(f"{args.case}: {len(after)} parameter states, {len(updates)} updates, "
+    print(f"{args.case}: {len(after)} parameter states, {len(updates)} updates, {len(xs)} evaluation points, "
           f"worst relative error {worst:.3g} (tolerance {tol:g})")
     for f in failures:
         print("FAIL", f)

@@ -197,6 +197,13 @@ std::vector<OptimizerConfig> every_kind() {
   muon.weight_decay_mode = train::WeightDecayMode::kIndependent;
   muon.peak_lr = 0.05;
   out.push_back(muon);
+  // adamw-schedulefree with its betas, weight decay and its own warm-up over the first 3 steps.
+  OptimizerConfig schedule_free;
+  schedule_free.kind = OptimizerKind::kAdamWScheduleFree;
+  schedule_free.betas = train::default_betas(OptimizerKind::kAdamWScheduleFree);
+  schedule_free.weight_decay = 1e-2;
+  schedule_free.warmup_steps = 3;
+  out.push_back(schedule_free);
   // --weight-decay-mode independent (Wortsman et al. 2023), peak lr above every lr_of(k).
   for (auto k : {OptimizerKind::kAdamW, OptimizerKind::kLion}) {
     OptimizerConfig c;
@@ -314,6 +321,76 @@ TEST(Optimizer, LionStateIsItsMomentumAlone) {
   auto r = make_params();
   EXPECT_THROW(train::Optimizer(r.named(), lion).load_state(adamw.state()), std::runtime_error);
   EXPECT_THROW(train::Optimizer(r.named(), OptimizerConfig{}).load_state(s), std::runtime_error);
+}
+
+// adamw-schedulefree's two points (Defazio et al. 2024): the parameters train at y and are
+// evaluated at x = (y - (1 - b1) z)/b1; state() records the point, and a run resumed at x (the
+// trainer's checkpoints) continues bit for bit as one that moved to x and back at the same step.
+TEST(Optimizer, ScheduleFreeEvaluatesAtTheAverageAndResumesThere) {
+  OptimizerConfig c;
+  c.kind = OptimizerKind::kAdamWScheduleFree;
+  c.betas = train::default_betas(OptimizerKind::kAdamWScheduleFree);
+  c.weight_decay = 1e-2;
+  c.warmup_steps = 2;
+  constexpr int kTotal = 6, kSplit = 3;
+  auto straight = make_params();
+  train::Optimizer a(straight.named(), c);
+  auto first = make_params();
+  train::Optimizer b(first.named(), c);
+  for (int k = 1; k <= kSplit; ++k) {
+    set_grads(straight, k);
+    a.step(lr_of(k));
+    set_grads(first, k);
+    b.step(lr_of(k));
+  }
+  const auto y = straight.w.detach().clone();
+  const auto z = a.state().at("z.encoder.fc1.weight");
+  {
+    const train::AtEvaluationPoint at_x(a);
+    EXPECT_TRUE(a.at_evaluation_point());
+    EXPECT_THROW(a.step(0.01), std::logic_error);
+    EXPECT_TRUE(torch::allclose(straight.w, (y - 0.1 * z) / 0.9, 1e-12, 1e-12));
+    EXPECT_FALSE(torch::allclose(straight.w, y, 1e-6, 0.0)) << "x and y are one point";
+  }
+  EXPECT_FALSE(a.at_evaluation_point());
+  EXPECT_TRUE(torch::allclose(straight.w, y, 1e-12, 1e-12));  // back at y, to rounding
+
+  b.to_evaluation_point();
+  const auto path = temp_path("schedule_free_state.pt");
+  model::save_tensors(path, b.state());
+  auto resumed = copy_params(first);  // x, as a checkpoint's model
+  train::Optimizer r(resumed.named(), c);
+  r.load_state(model::load_tensors(path));
+  std::filesystem::remove(path);
+  EXPECT_TRUE(r.at_evaluation_point());
+  r.to_training_point();
+  for (int k = kSplit + 1; k <= kTotal; ++k) {
+    set_grads(straight, k);
+    a.step(lr_of(k));
+    set_grads(resumed, k);
+    r.step(lr_of(k));
+  }
+  EXPECT_TRUE(torch::equal(straight.w, resumed.w));
+  EXPECT_TRUE(torch::equal(straight.b, resumed.b));
+  EXPECT_TRUE(torch::equal(straight.e, resumed.e));
+  const auto s = r.state();
+  EXPECT_EQ(s.at("schedule_free.step").item<int64_t>(), kTotal);
+  EXPECT_EQ(s.at("schedule_free.evaluation_point").item<int64_t>(), 0);
+  EXPECT_EQ(s.at("schedule_free.weight_sum").scalar_type(), torch::kFloat64);
+
+  // Another optimiser's state is refused, and its own by another optimiser.
+  auto q = make_params();
+  train::Optimizer adamw(q.named(), OptimizerConfig{});
+  set_grads(q, 1);
+  adamw.step(0.01);
+  auto fresh = make_params();
+  EXPECT_THROW(train::Optimizer(fresh.named(), c).load_state(adamw.state()), std::runtime_error);
+  EXPECT_THROW(train::Optimizer(fresh.named(), OptimizerConfig{}).load_state(s), std::runtime_error);
+  // The one-point optimisers move nothing.
+  const auto before = q.w.detach().clone();
+  adamw.to_evaluation_point();
+  EXPECT_FALSE(adamw.at_evaluation_point());
+  EXPECT_TRUE(torch::equal(q.w, before));
 }
 
 // muon keeps Muon's momentum for its matrices ("momentum_buffer.", torch.optim.Muon's M) and the
@@ -684,7 +761,7 @@ TEST(OptimizerConfig, MuonOptionsProblems) {
 }
 
 TEST(OptimizerConfig, ParsersAndJson) {
-  for (const char* s : {"sgd", "adam", "adamw", "radam", "lion", "muon"})
+  for (const char* s : {"sgd", "adam", "adamw", "radam", "lion", "muon", "adamw-schedulefree"})
     EXPECT_EQ(to_string(train::parse_optimizer_kind(s)), s);
   EXPECT_EQ(train::parse_optimizer_kind("lion"), OptimizerKind::kLion);
   EXPECT_EQ(train::parse_optimizer_kind("muon"), OptimizerKind::kMuon);
@@ -692,6 +769,9 @@ TEST(OptimizerConfig, ParsersAndJson) {
   // Moonlight's AdamW betas for muon, Vaswani's else.
   EXPECT_EQ(train::default_betas(OptimizerKind::kLion), (std::array<double, 2>{0.9, 0.99}));
   EXPECT_EQ(train::default_betas(OptimizerKind::kMuon), (std::array<double, 2>{0.9, 0.95}));
+  EXPECT_EQ(train::default_betas(OptimizerKind::kAdamWScheduleFree), (std::array<double, 2>{0.9, 0.999}));
+  EXPECT_TRUE(train::replaces_schedule(OptimizerKind::kAdamWScheduleFree));
+  EXPECT_FALSE(train::replaces_schedule(OptimizerKind::kAdamW));
   for (const auto k : {OptimizerKind::kSgd, OptimizerKind::kAdam, OptimizerKind::kAdamW, OptimizerKind::kRAdam})
     EXPECT_EQ(train::default_betas(k), (std::array<double, 2>{0.9, 0.98})) << to_string(k);
   EXPECT_THROW(train::parse_optimizer_kind("nag"), std::invalid_argument);

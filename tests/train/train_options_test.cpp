@@ -23,7 +23,8 @@ const std::set<std::string> kFlags = {
     "--max-tokens", "--max-sentences", "--update-freq", "--bucket-cap-mb", "--max-pairs", "--block-size", "--init-from",
     "--init-from-update", "--add-encoder-layers", "--add-decoder-layers", "--pretrained-lr-scale", "--optimizer", "--betas", "--eps",
     "--weight-decay", "--momentum", "--nesterov", "--radam-fallback", "--adam-init-v", "--weight-decay-mode",
-    "--muon-momentum", "--muon-nesterov", "--muon-ns-steps", "--muon-adjust-lr", "--fp16-init-scale",
+    "--muon-momentum", "--muon-nesterov", "--muon-ns-steps", "--muon-adjust-lr", "--schedule-free-r",
+    "--schedule-free-weight-lr-power", "--fp16-init-scale",
     "--fp16-scale-window", "--min-loss-scale", "--clip-norm", "--label-smoothing", "--ls-formula", "--z-loss", "--lr",
     "--lr-schedule", "--warmup-steps", "--warmup-init-lr", "--min-lr", "--lr-decay-epochs", "--lr-decay-factor",
     "--lr-decay-count", "--tfixup-decay-steps", "--wsd-decay-steps", "--wsd-decay", "--max-epochs", "--max-steps",
@@ -41,7 +42,8 @@ const std::set<std::string> kKeys = {
     "batching.update_freq", "precision", "optimizer.optimizer", "optimizer.betas", "optimizer.eps",
     "optimizer.weight_decay", "optimizer.momentum", "optimizer.nesterov", "optimizer.radam_fallback",
     "optimizer.adam_init_v", "optimizer.weight_decay_mode", "optimizer.muon_momentum", "optimizer.muon_nesterov",
-    "optimizer.muon_ns_steps", "optimizer.muon_adjust_lr", "schedule.lr_schedule", "schedule.lr",
+    "optimizer.muon_ns_steps", "optimizer.muon_adjust_lr", "optimizer.schedule_free_r",
+    "optimizer.schedule_free_weight_lr_power", "schedule.lr_schedule", "schedule.lr",
     "schedule.warmup_steps", "schedule.warmup_init_lr",
     "schedule.min_lr", "schedule.max_steps", "schedule.lr_decay_epochs", "schedule.lr_decay_factor",
     "schedule.lr_decay_count", "schedule.tfixup_decay_steps", "schedule.wsd_decay_steps", "schedule.wsd_decay",
@@ -215,6 +217,36 @@ TEST(TrainOptions, MuonsOptionsFromTheCommandLine) {
   EXPECT_EQ(j["optimizer"]["muon_adjust_lr"], "original");
   EXPECT_EQ(j["optimizer"]["muon_nesterov"], false);
   EXPECT_TRUE(j["optimizer"]["muon_ns_steps"].is_number_integer());
+}
+
+// adamw-schedulefree replaces the schedule: constant only, --warmup-init-lr 0, and the rate it is
+// given has no ramp (it warms up itself over optimizer.warmup_steps, the command's copy).
+TEST(TrainOptions, ScheduleFreeReplacesTheSchedule) {
+  Command cmd;
+  cmd.parse({"--optimizer", "adamw-schedulefree", "--schedule-free-r", "1", "--schedule-free-weight-lr-power", "0",
+             "--lr-schedule", "constant", "--warmup-steps", "10", "--lr", "0.002"});
+  auto& c = cmd.config;
+  EXPECT_EQ(c.optimizer.schedule_free_r, 1.0);
+  EXPECT_EQ(c.optimizer.schedule_free_weight_lr_power, 0.0);
+  const auto has = [&](const std::string& text) {
+    const auto p = c.problems();
+    return std::any_of(p.begin(), p.end(), [&](const std::string& s) { return s.find(text) != std::string::npos; });
+  };
+  EXPECT_FALSE(has("schedule"));
+  EXPECT_EQ(learning_rate(c.schedule, 1, 1), 0.0);  // --lr-schedule constant's own ramp, from --warmup-init-lr
+  EXPECT_EQ(learning_rate(c.rate_schedule(), 1, 1), 0.002);  // the optimiser's: none
+  c.schedule.kind = ScheduleKind::kCosine;
+  EXPECT_TRUE(has("use --lr-schedule constant, got cosine"));
+  c.schedule.kind = ScheduleKind::kConstant;
+  c.schedule.warmup_init_lr = 1e-7;
+  EXPECT_TRUE(has("--warmup-init-lr: --optimizer adamw-schedulefree's own warm-up"));
+  c.optimizer.kind = OptimizerKind::kAdamW;
+  EXPECT_TRUE(has("--schedule-free-r and --schedule-free-weight-lr-power apply to --optimizer adamw-schedulefree only"));
+  EXPECT_EQ(learning_rate(c.rate_schedule(), 1, 1), 1e-7);  // adamw's rate keeps the ramp
+  c.optimizer = OptimizerConfig{};
+  c.optimizer.kind = OptimizerKind::kAdamWScheduleFree;
+  c.optimizer.betas = {0.0, 0.999};
+  EXPECT_TRUE(has("needs beta1 > 0"));
 }
 
 TEST(TrainOptions, AnEmptyNumberIsRefusedNamingTheOption) {

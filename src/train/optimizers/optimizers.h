@@ -15,5 +15,7 @@ std::unique_ptr<OptimizerAlgorithm> make_adamw(const OptimizerConfig& config, si
 std::unique_ptr<OptimizerAlgorithm> make_radam(const OptimizerConfig& config, size_t parameters);  // radam.cpp
 std::unique_ptr<OptimizerAlgorithm> make_lion(const OptimizerConfig& config, size_t parameters);   // lion.cpp
 std::unique_ptr<OptimizerAlgorithm> make_muon(const OptimizerConfig& config, size_t parameters);   // muon.cpp
+std::unique_ptr<OptimizerAlgorithm> make_adamw_schedulefree(const OptimizerConfig& config,
+                                                            size_t parameters);  // schedule_free.cpp
 
 }  // namespace normlab::train

@@ -17,6 +17,8 @@ std::deque<OptimizerEntry>& registry() {
       {"lion", make_lion, kWeightDecayModeOption, {0.9, 0.99}},  // Chen et al. 2023's betas (lion-pytorch's)
       // Its AdamW part's betas: Jordan et al.'s (MuonWithAuxAdam) and Moonlight's (Liu et al. 2025).
       {"muon", make_muon, kMuonOption | kWeightDecayModeOption, {0.9, 0.95}},
+      // schedulefree's AdamWScheduleFree betas (Defazio et al. 2024).
+      {"adamw-schedulefree", make_adamw_schedulefree, kOwnWarmupOption | kScheduleFreeOption, {0.9, 0.999}},
   };
   return entries;
 }
@@ -62,6 +64,8 @@ OptimizerKind register_optimizer(OptimizerEntry entry) {
 }
 
 std::array<double, 2> default_betas(OptimizerKind kind) { return optimizer_entry(kind).betas; }
+
+bool replaces_schedule(OptimizerKind kind) { return optimizer_entry(kind).options & kOwnWarmupOption; }
 
 std::unique_ptr<OptimizerAlgorithm> make_optimizer(const OptimizerConfig& config, size_t parameters) {
   return optimizer_entry(config.kind).make(config, parameters);
