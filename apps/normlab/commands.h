@@ -36,6 +36,7 @@ Runner add_bleu_command(CLI::App& app, const GlobalOptions& global);
 Runner add_probe_command(CLI::App& app, const GlobalOptions& global);
 Runner add_advise_command(CLI::App& app, const GlobalOptions& global);
 Runner add_perturb_command(CLI::App& app, const GlobalOptions& global);
+Runner add_coord_check_command(CLI::App& app, const GlobalOptions& global);
 Runner add_translate_command(CLI::App& app, const GlobalOptions& global);
 Runner add_evaluate_command(CLI::App& app, const GlobalOptions& global);
 Runner add_hessian_command(CLI::App& app, const GlobalOptions& global);

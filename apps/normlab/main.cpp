@@ -70,6 +70,7 @@ int main(int argc, char** argv) {
   add(app::add_probe_command);
   add(app::add_advise_command);
   add(app::add_perturb_command);
+  add(app::add_coord_check_command);
   add(app::add_translate_command);
   add(app::add_evaluate_command);
   add(app::add_eval_lm_command);

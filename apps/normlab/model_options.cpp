@@ -64,6 +64,13 @@ void ModelOptions::add_to(CLI::App& cmd, bool vocab_options) {
   cmd.add_option("--activation", activation_, "override the form's FFN activation: relu|gelu|gelu-tanh")->group(g);
   cmd.add_flag("--no-scale-embedding", no_scale_embedding_, "tokens not multiplied by sqrt(C) (fairseq's flag)")
       ->group(g);
+  cmd.add_option("--parametrisation", parametrisation_,
+                 "how init, multipliers and per-parameter lr scale with width: sp|mup (muP, Yang et al. 2021; "
+                 "docs/width.md)")
+      ->capture_default_str()->group(g);
+  cmd.add_option("--mup-base-width", sizes_.mup_base_width,
+                 "--parametrisation mup: the base width C0 at which mup is sp (m = C / C0)")
+      ->group(g);
   d_model_ = cmd.add_option("--d-model", sizes_.d_model, "model dimension C")->group(g);
   ffn_dim_ = cmd.add_option("--ffn-dim", sizes_.ffn_dim, "FFN dimension")->group(g);
   heads_ = cmd.add_option("--heads", sizes_.heads, "attention heads")->group(g);
@@ -145,6 +152,7 @@ model::ModelConfig ModelOptions::resolve(bool vocab_from_data) const {
   if (!positions_.empty()) c.positions = model::parse_position_embedding(positions_);
   if (!activation_.empty()) c.activation = model::parse_activation(activation_);
   if (no_scale_embedding_) c.scale_embedding = false;
+  c.parametrisation = model::parse_parametrisation(parametrisation_);
   c.validate();
   if (vocab_from_data) c.src_vocab_size = c.tgt_vocab_size = 0;
   return c;

@@ -49,6 +49,7 @@ class ModelOptions {
   std::string share_ = "decoder", embed_init_ = "normal";
   std::string form_ = "fairseq", positions_, activation_;  // positions_, activation_: as given (may be empty)
   bool no_scale_embedding_ = false;
+  std::string parametrisation_ = "sp";
   model::ModelConfig sizes_;  // holds the explicit size and dropout flags
   int64_t vocab_size_ = 0;
   int64_t layers_ = 0;  // --layers: encoder and decoder

@@ -242,8 +242,8 @@ void install_observers(model::Seq2Seq& net, Observed& obs) {
         if (placement == model::NormPlacement::kPost && site.ffn)
           obs.add_square_norms({site.stack, site.layer, "x_post5"}, x, w);
         if (obs.jacobian) obs.add_jacobian({site.stack, site.layer, site.ln}, norm, x, w);
-      } else if ((placement == model::NormPlacement::kPre || placement == model::NormPlacement::kPeri) &&
-                 site.ffn) {
+      } else if (std::string(what) == "output" &&
+                 (placement == model::NormPlacement::kPre || placement == model::NormPlacement::kPeri) && site.ffn) {
         // Lemma 2, Pre-LN: x^{pre}_{l+1}, the residual stream after layer l (0-based); the
         // same stream of Peri-LN.
         obs.add_square_norms({site.stack, site.layer, "x_pre"}, x, w);

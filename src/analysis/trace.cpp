@@ -106,7 +106,7 @@ void Tracer::begin(int64_t step) {
     site.block->set_observer([this, stack = site.stack, key, final_key, has_final](const char* what,
                                                                                    const torch::Tensor& x) {
       const bool ln_input = std::string(what) == "ln_input";
-      if (!ln_input && !has_final) return;
+      if (!ln_input && !(has_final && std::string(what) == "output")) return;
       const auto& w = weights_.at(stack);
       const auto& name = ln_input ? key : final_key;
       auto it = std::find_if(norms_.begin(), norms_.end(), [&](const auto& e) { return e.first == name; });

@@ -12,10 +12,10 @@
 
 namespace normlab::model {
 
-MultiheadAttentionImpl::MultiheadAttentionImpl(int64_t d_model, int64_t heads,
+MultiheadAttentionImpl::MultiheadAttentionImpl(int64_t d_model, int64_t heads, double scale,
                                                double attention_dropout,
                                                std::optional<NormKind> qk_norm)
-    : heads_(heads), attention_dropout_(attention_dropout) {
+    : heads_(heads), scale_(scale), attention_dropout_(attention_dropout) {
   q_proj = register_module("q_proj", torch::nn::Linear(d_model, d_model));
   k_proj = register_module("k_proj", torch::nn::Linear(d_model, d_model));
   v_proj = register_module("v_proj", torch::nn::Linear(d_model, d_model));
@@ -27,8 +27,7 @@ MultiheadAttentionImpl::MultiheadAttentionImpl(int64_t d_model, int64_t heads,
 }
 
 torch::Tensor MultiheadAttentionImpl::scaled_query(const torch::Tensor& q) const {
-  const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
-  return (q_norm ? q_norm->forward(q) : q) * scale;
+  return (q_norm ? q_norm->forward(q) : q) * scale_;
 }
 
 torch::Tensor MultiheadAttentionImpl::key(const torch::Tensor& k) const {

@@ -20,8 +20,9 @@ namespace normlab::model {
 
 class MultiheadAttentionImpl : public torch::nn::Module {
  public:
+  // `scale`: the factor on q.k (model/width.h's attention_scale: 1/sqrt(D), muP's sqrt(D0)/D);
   // `qk_norm`: the kind of QK-norm, or none.
-  MultiheadAttentionImpl(int64_t d_model, int64_t heads, double attention_dropout,
+  MultiheadAttentionImpl(int64_t d_model, int64_t heads, double scale, double attention_dropout,
                          std::optional<NormKind> qk_norm = std::nullopt);
 
   // query (B,T,C) attends to key_value (B,S,C). key_padding_mask (B,S) bool, true at padding,
@@ -40,7 +41,7 @@ class MultiheadAttentionImpl : public torch::nn::Module {
   // (model/kernels/attention_step.h on the CPU, else ATen's products on history.dense()).
   torch::Tensor forward_step(const torch::Tensor& query, const SelfHistory& history);
 
-  // Analysis hook (src/analysis, --trace-logits): sees forward()'s scaled scores q.k/sqrt(D)
+  // Analysis hook (src/analysis, --trace-logits): sees forward()'s scaled scores q.k * scale
   // (B,H,T,S), -inf where masked, before the softmax (not forward_step()'s). Unset: no cost.
   void set_score_observer(std::function<void(const torch::Tensor&)> observer) {
     score_observer_ = std::move(observer);
@@ -50,7 +51,7 @@ class MultiheadAttentionImpl : public torch::nn::Module {
   Norm q_norm{nullptr}, k_norm{nullptr};  // QK-norm only
 
  private:
-  // q (..., D) as projected -> QK-normed (when on), times 1/sqrt(D).
+  // q (..., D) as projected -> QK-normed (when on), times the scale.
   torch::Tensor scaled_query(const torch::Tensor& q) const;
   // k (..., D) as projected -> QK-normed (when on).
   torch::Tensor key(const torch::Tensor& k) const;
@@ -73,6 +74,7 @@ class MultiheadAttentionImpl : public torch::nn::Module {
                        const torch::Tensor& key_padding_mask, bool causal);
 
   int64_t heads_;
+  double scale_;
   double attention_dropout_;
   std::function<void(const torch::Tensor&)> score_observer_;
 };

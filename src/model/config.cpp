@@ -50,6 +50,8 @@ constexpr Names<PositionEmbedding, 2> kPositionNames{{{PositionEmbedding::kSinus
 constexpr Names<Activation, 3> kActivationNames{{{Activation::kRelu, "relu"},
                                                  {Activation::kGelu, "gelu"},
                                                  {Activation::kGeluTanh, "gelu-tanh"}}};
+constexpr Names<Parametrisation, 2> kParametrisationNames{{{Parametrisation::kSp, "sp"},
+                                                           {Parametrisation::kMup, "mup"}}};
 
 template <class E, size_t N>
 std::string name_of(const Names<E, N>& names, E value) {
@@ -135,6 +137,7 @@ std::string to_string(SharedEmbeddings v) { return name_of(kShareNames, v); }
 std::string to_string(EmbeddingInit v) { return name_of(kEmbedInitNames, v); }
 std::string to_string(PositionEmbedding v) { return name_of(kPositionNames, v); }
 std::string to_string(Activation v) { return name_of(kActivationNames, v); }
+std::string to_string(Parametrisation v) { return name_of(kParametrisationNames, v); }
 
 NormPlacement parse_norm_placement(const std::string& s, const std::string& option) {
   return parse(kNormNames, s, option);
@@ -160,6 +163,9 @@ PositionEmbedding parse_position_embedding(const std::string& s, const std::stri
 }
 Activation parse_activation(const std::string& s, const std::string& option) {
   return parse(kActivationNames, s, option);
+}
+Parametrisation parse_parametrisation(const std::string& s, const std::string& option) {
+  return parse(kParametrisationNames, s, option);
 }
 
 void apply_form(const std::string& name, ModelConfig& c) {
@@ -354,6 +360,31 @@ std::vector<std::string> norm_free_problems(const ModelConfig& c) {
   return out;
 }
 
+// --parametrisation mup's base model (model/width.h's base_config): C0 > 0 whose heads, FFN
+// dimension F C0 / C and sinusoidal table are whole, as the model's are.
+std::vector<std::string> width_problems(const ModelConfig& c) {
+  std::vector<std::string> out;
+  const int64_t base = c.mup_base_width;
+  if (c.parametrisation == Parametrisation::kSp) {
+    if (base != 0) out.push_back("--mup-base-width applies to --parametrisation mup only");
+    return out;
+  }
+  if (base <= 0) {
+    out.push_back("--parametrisation mup needs --mup-base-width C0 > 0 (the width at which mup is sp), got " +
+                  std::to_string(base));
+    return out;
+  }
+  const std::string given = "--mup-base-width " + std::to_string(base);
+  if (c.heads > 0 && base % c.heads != 0)
+    out.push_back(given + " is not divisible by --heads " + std::to_string(c.heads) + " (the base model's heads)");
+  if (c.d_model > 0 && (c.ffn_dim * base) % c.d_model != 0)
+    out.push_back(given + ": the base model's FFN dimension --ffn-dim x C0 / --d-model = " + std::to_string(c.ffn_dim) +
+                  " x " + std::to_string(base) + " / " + std::to_string(c.d_model) + " is not whole");
+  if (c.positions == PositionEmbedding::kSinusoidal && base % 2 != 0)
+    out.push_back(given + " must be even (the base model's sinusoidal positions use C0/2 frequencies)");
+  return out;
+}
+
 }  // namespace
 
 std::vector<std::string> ModelConfig::problems() const {
@@ -404,6 +435,7 @@ std::vector<std::string> ModelConfig::problems() const {
   for (auto& p : kind_problems(*this)) out.push_back(std::move(p));
   for (auto& p : norm_free_problems(*this)) out.push_back(std::move(p));
   for (auto& p : scheme_problems(scheme)) out.push_back(std::move(p));
+  for (auto& p : width_problems(*this)) out.push_back(std::move(p));
   return out;
 }
 
@@ -455,6 +487,11 @@ void to_json(nlohmann::json& j, const ModelConfig& c) {
   if (c.classes != 0) j["classes"] = c.classes;
   if (c.norm_free_encoder_layers != 0) j["norm_free_encoder_layers"] = c.norm_free_encoder_layers;
   if (c.norm_free_decoder_layers != 0) j["norm_free_decoder_layers"] = c.norm_free_decoder_layers;
+  // And for the parametrisation: sp files stay byte for byte as before the option existed.
+  if (c.parametrisation != Parametrisation::kSp) {
+    j["parametrisation"] = to_string(c.parametrisation);
+    j["mup_base_width"] = c.mup_base_width;
+  }
 }
 
 void from_json(const nlohmann::json& j, ModelConfig& c) {
@@ -490,6 +527,8 @@ void from_json(const nlohmann::json& j, ModelConfig& c) {
   c.classes = j.value("classes", int64_t{0});
   c.norm_free_encoder_layers = j.value("norm_free_encoder_layers", int64_t{0});
   c.norm_free_decoder_layers = j.value("norm_free_decoder_layers", int64_t{0});
+  c.parametrisation = parse_parametrisation(j.value("parametrisation", std::string("sp")), "parametrisation");
+  c.mup_base_width = j.value("mup_base_width", int64_t{0});
 }
 
 int64_t target_padding(const ModelConfig& c) { return c.classifier() ? -100 : kPad; }

@@ -36,6 +36,11 @@ enum class PositionEmbedding { kSinusoidal, kLearned };
 // The feed-forward activation: ReLU (fairseq's default), GELU (erf; BERT, fairseq's "gelu"),
 // GELU's tanh approximation (GPT-2's "gelu_new", fairseq's "gelu_accurate").
 enum class Activation { kRelu, kGelu, kGeluTanh };
+// How initialisation, forward multipliers and per-parameter learning rates scale with the width
+// (docs/width.md): standard (sp, every other setting's own), or muP (Yang et al. 2021, "Tensor
+// Programs V", Table 3 / Table 8 as the `mup` package implements them) relative to a base width
+// C0, at which a mup model is the sp model (model/width.h).
+enum class Parametrisation { kSp, kMup };
 
 inline constexpr double kDefaultMixLnAlpha = 0.25;  // Li et al. 2024's choice (REFERENCE §10)
 
@@ -122,6 +127,10 @@ struct ModelConfig {
   // BorealisAI/DT-Fixup transformer.py:155-164, use_lnorm=False; model/stacking.h). 0: none.
   int64_t norm_free_encoder_layers = 0;
   int64_t norm_free_decoder_layers = 0;
+  Parametrisation parametrisation = Parametrisation::kSp;  // --parametrisation
+  // --mup-base-width C0 (mup only, else 0): the width multiplier is m = C / C0; the base model has
+  // d_model C0, ffn_dim F C0 / C and the same heads and depths (model/width.h's base_config).
+  int64_t mup_base_width = 0;
 
   // Every problem at once, one message each (empty when valid).
   std::vector<std::string> problems() const;
@@ -167,6 +176,7 @@ std::string to_string(SharedEmbeddings v);
 std::string to_string(EmbeddingInit v);
 std::string to_string(PositionEmbedding v);
 std::string to_string(Activation v);
+std::string to_string(Parametrisation v);
 // Parsers throw std::invalid_argument naming `option`, the value and the choices.
 NormPlacement parse_norm_placement(const std::string& s, const std::string& option = "--norm");
 NormKind parse_norm_kind(const std::string& s, const std::string& option = "--norm-kind");
@@ -177,6 +187,7 @@ SharedEmbeddings parse_shared_embeddings(const std::string& s,
 EmbeddingInit parse_embedding_init(const std::string& s, const std::string& option = "--embed-init");
 PositionEmbedding parse_position_embedding(const std::string& s, const std::string& option = "--positions");
 Activation parse_activation(const std::string& s, const std::string& option = "--activation");
+Parametrisation parse_parametrisation(const std::string& s, const std::string& option = "--parametrisation");
 // The forms `--form` names: "fairseq" (the defaults), "gpt2" (learned positions, GELU-tanh, no
 // embedding scale; a decoder-only model gets GPT-2's init where the scheme's own is xavier) and
 // "bert" (learned positions, GELU, no embedding scale, a norm on the embedding, 2 segment types;

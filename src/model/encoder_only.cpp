@@ -6,11 +6,12 @@
 #include "model/dropout.h"
 #include "model/init.h"
 #include "model/linear.h"
+#include "model/width.h"
 
 namespace normlab::model {
 
 MaskedLmHeadImpl::MaskedLmHeadImpl(const ModelConfig& c, torch::nn::Embedding tied)
-    : tied_(std::move(tied)), activation_(c.activation) {
+    : tied_(std::move(tied)), activation_(c.activation), readout_multiplier_(readout_multiplier(c)) {
   dense = register_module("dense", torch::nn::Linear(c.d_model, c.d_model));
   layer_norm = register_module("layer_norm", Norm(c.scheme.norm_kind, c.d_model));
   if (!tied_) weight = register_parameter("weight", torch::empty({c.src_vocab_size, c.d_model}));
@@ -20,17 +21,22 @@ MaskedLmHeadImpl::MaskedLmHeadImpl(const ModelConfig& c, torch::nn::Embedding ti
 torch::Tensor MaskedLmHeadImpl::output_weight() const { return tied_ ? tied_->weight : weight; }
 
 torch::Tensor MaskedLmHeadImpl::forward(const torch::Tensor& x) {
-  return linear(layer_norm(activate(linear(dense, x), activation_)), output_weight(), bias);
+  auto h = layer_norm(activate(linear(dense, x), activation_));
+  if (readout_multiplier_ != 1.0) h = h * readout_multiplier_;  // MuReadout: the bias is not scaled
+  return linear(h, output_weight(), bias);
 }
 
-ClassificationHeadImpl::ClassificationHeadImpl(const ModelConfig& c) : dropout_(c.dropout) {
+ClassificationHeadImpl::ClassificationHeadImpl(const ModelConfig& c)
+    : dropout_(c.dropout), readout_multiplier_(readout_multiplier(c)) {
   dense = register_module("dense", torch::nn::Linear(c.d_model, c.d_model));
   out_proj = register_module("out_proj", torch::nn::Linear(c.d_model, c.classes));
 }
 
 torch::Tensor ClassificationHeadImpl::forward(const torch::Tensor& x) {
   auto first = model::dropout(x.narrow(1, 0, 1), dropout_, is_training());  // (B,1,C): <s>
-  return linear(out_proj, model::dropout(torch::tanh(linear(dense, first)), dropout_, is_training()));
+  auto h = model::dropout(torch::tanh(linear(dense, first)), dropout_, is_training());
+  if (readout_multiplier_ != 1.0) h = h * readout_multiplier_;  // MuReadout
+  return linear(out_proj, h);
 }
 
 EncoderOnlyImpl::EncoderOnlyImpl(const ModelConfig& config) : ModelImpl(config) {

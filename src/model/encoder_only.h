@@ -19,7 +19,7 @@
 namespace normlab::model {
 
 // RoBERTa's RobertaLMHead (fairseq names): logits = norm(act(dense(x))) W^T + bias, W the token
-// table when shared, else its own `weight`.
+// table when shared, else its own `weight`; under muP norm(...) times 1/m (model/width.h).
 class MaskedLmHeadImpl : public torch::nn::Module {
  public:
   MaskedLmHeadImpl(const ModelConfig& config, torch::nn::Embedding tied);  // tied: null with --share none
@@ -34,6 +34,7 @@ class MaskedLmHeadImpl : public torch::nn::Module {
  private:
   torch::nn::Embedding tied_;
   Activation activation_;
+  double readout_multiplier_;  // model/width.h (MuSharedReadout, or MuReadout with --share none)
 };
 TORCH_MODULE(MaskedLmHead);
 
@@ -51,6 +52,7 @@ class ClassificationHeadImpl : public torch::nn::Module {
 
  private:
   double dropout_;
+  double readout_multiplier_;  // model/width.h (out_proj is a MuReadout)
 };
 TORCH_MODULE(ClassificationHead);
 

@@ -203,6 +203,9 @@ std::vector<std::string> hf_common_problems(const ModelConfig& c, NormPlacement 
     p.push_back("layers without norms (DT-Fixup's; " + arch + "'s layers all have them)");
   if (c.scale_embedding)
     p.push_back("token embeddings scaled by sqrt(C) (" + arch + " does not; --form " + form + " or --no-scale-embedding)");
+  if (c.parametrisation != Parametrisation::kSp)
+    p.push_back("--parametrisation " + to_string(c.parametrisation) + " (" + arch +
+                " has no readout multiplier and scales attention by 1/sqrt(D))");
   return p;
 }
 

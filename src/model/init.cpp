@@ -7,6 +7,7 @@
 
 #include "core/tokens.h"
 #include "model/scheme_constants.h"
+#include "model/width.h"
 
 namespace normlab::model {
 namespace {
@@ -165,6 +166,47 @@ void run_admin_profile(ModelImpl& model, const std::vector<AdminProfile*>& profi
   model.train(was_training);
 }
 
+// The tables and readouts that init_embedding / init_positions draw (N(0, C^-1/2) or Xavier by
+// --embed-init); every other matrix is a Linear drawn Xavier-uniform (times a scheme's constant).
+bool drawn_as_table(const std::string& name) {
+  for (const char* suffix : {"embed_tokens.weight", "embed_positions.weight", "segment_embeddings.weight",
+                             "output_projection.weight", "lm_head.weight"}) {
+    const std::string s = suffix;
+    if (name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0) return true;
+  }
+  return false;
+}
+
+// std(base shape) / std(shape) of the sp rule that drew the matrix `name` (out x in).
+double base_std_ratio(const std::string& name, const std::vector<int64_t>& shape, const std::vector<int64_t>& base,
+                      const ModelConfig& c) {
+  const auto fan_in = static_cast<double>(shape[1]), fan_out = static_cast<double>(shape[0]);
+  const auto base_in = static_cast<double>(base[1]), base_out = static_cast<double>(base[0]);
+  if (normal_002(c)) return 1.0;  // N(0, 0.02) (and GPT-2's 0.02 / sqrt(2N)): no fan in it
+  if (drawn_as_table(name) && c.embed_init == EmbeddingInit::kNormal) return std::sqrt(fan_in / base_in);  // C^-1/2
+  return std::sqrt((fan_in + fan_out) / (base_in + base_out));  // Xavier: sqrt(2 / (fan_in + fan_out))
+}
+
+// muP's initialisation (Yang et al. 2021, Table 3; mup/init.py): each matrix as the sp rule draws
+// it at the base model's shape, its std divided by sqrt(m) when both dimensions are infinite (a
+// hidden weight: variance 1/fan_in). As mup's set_base_shapes(rescale_params=True), a rescaling of
+// the sp draw; vectors (biases, norms, omegas) keep their width-free constants. Nothing under sp.
+void rescale_for_mup(torch::nn::Module& module, const std::string& prefix, const ModelConfig& c) {
+  if (c.parametrisation != Parametrisation::kMup) return;
+  const auto base = base_shapes(c);
+  const double m = width_mult(c);
+  for (auto& item : module.named_parameters()) {
+    const auto name = prefix + item.key();
+    auto& p = item.value();
+    const auto shape = p.sizes().vec();
+    const auto& base_shape = base.at(name);
+    const int infinite = infinite_dims(shape, base_shape);
+    if (p.dim() != 2 || infinite == 0) continue;
+    const double hidden = infinite == 2 ? 1.0 / std::sqrt(m) : 1.0;
+    p.mul_(base_std_ratio(name, shape, base_shape, c) * hidden);
+  }
+}
+
 void check_profile(const ModelConfig& c, const data::Batch* profile) {
   if (c.scheme.init == InitMethod::kAdminProfile && profile == nullptr)
     throw std::invalid_argument("--init admin-profile needs a batch to profile on");
@@ -209,6 +251,7 @@ void init_encoder_decoder(Seq2SeqImpl& model, const data::Batch* profile) {
     init_decoder(model.decoder, c);
     // Norms start at weight 1, bias 0, DyT alpha 0.5 (their constructor's values); Admin's omega at 1
     // unless set above.
+    rescale_for_mup(model, "", c);  // before Admin profiles the model
   }
   if (c.scheme.init == InitMethod::kAdminProfile) profile_admin(model, *profile);
 }
@@ -224,6 +267,7 @@ void init_decoder_only(DecoderOnlyImpl& model, const data::Batch* profile) {
     } else {
       init_decoder(model.decoder, c);
     }
+    rescale_for_mup(model, "", c);
   }
   if (c.scheme.init == InitMethod::kAdminProfile) run_admin_profile(model, {model.decoder->admin_profile.get()}, *profile);
 }
@@ -235,6 +279,11 @@ void init_head_linear(const torch::nn::Linear& linear, const ModelConfig& c) {
     normal_linear(linear, kGpt2Std);
   else
     xavier(linear, 1.0);
+}
+
+void draw_classification_head(ClassificationHeadImpl& head, const ModelConfig& c) {
+  init_head_linear(head.dense, c);
+  init_head_linear(head.out_proj, c);
 }
 
 void init_lm_head(MaskedLmHeadImpl& head, const ModelConfig& c) {
@@ -251,8 +300,8 @@ void init_lm_head(MaskedLmHeadImpl& head, const ModelConfig& c) {
 }  // namespace
 
 void init_classification_head(ClassificationHeadImpl& head, const ModelConfig& c) {
-  init_head_linear(head.dense, c);
-  init_head_linear(head.out_proj, c);
+  draw_classification_head(head, c);
+  rescale_for_mup(head, "classification_head.", c);
 }
 
 void init_encoder_only(EncoderOnlyImpl& model, const data::Batch* profile) {
@@ -266,9 +315,10 @@ void init_encoder_only(EncoderOnlyImpl& model, const data::Batch* profile) {
       init_encoder(model.encoder, c);
     init_positions(model.encoder->segment_embeddings, c);  // segments as learned positions
     if (model.classification_head)
-      init_classification_head(*model.classification_head, c);
+      draw_classification_head(*model.classification_head, c);
     else
       init_lm_head(*model.lm_head, c);
+    rescale_for_mup(model, "", c);
   }
   if (c.scheme.init == InitMethod::kAdminProfile) run_admin_profile(model, {model.encoder->admin_profile.get()}, *profile);
 }

@@ -11,6 +11,7 @@
 
 #include "core/tokens.h"
 #include "model/scheme_constants.h"
+#include "model/width.h"
 
 namespace normlab::model {
 namespace {
@@ -53,7 +54,7 @@ BlockContext layer_context(const ModelConfig& c, bool decoder, int64_t index,
 
 EncoderLayerImpl::EncoderLayerImpl(const ModelConfig& c, BlockContext context)
     : activation_(c.activation), activation_dropout_(c.activation_dropout) {
-  self_attn = register_module("self_attn", MultiheadAttention(c.d_model, c.heads, c.attention_dropout,
+  self_attn = register_module("self_attn", MultiheadAttention(c.d_model, c.heads, attention_scale(c), c.attention_dropout,
                                                               query_key_norm(c)));
   rezero_alpha = context.rezero_alpha = register_rezero_alpha(*this, c);
   self_attn_block = ResidualBlock(*this, "self_attn", c, context);
@@ -73,13 +74,13 @@ torch::Tensor EncoderLayerImpl::forward(const torch::Tensor& x, const torch::Ten
 
 DecoderLayerImpl::DecoderLayerImpl(const ModelConfig& c, BlockContext context)
     : activation_(c.activation), activation_dropout_(c.activation_dropout) {
-  self_attn = register_module("self_attn", MultiheadAttention(c.d_model, c.heads, c.attention_dropout,
+  self_attn = register_module("self_attn", MultiheadAttention(c.d_model, c.heads, attention_scale(c), c.attention_dropout,
                                                               query_key_norm(c)));
   rezero_alpha = context.rezero_alpha = register_rezero_alpha(*this, c);
   self_attn_block = ResidualBlock(*this, "self_attn", c, context);
   if (!c.single_stack()) {  // fairseq's no_encoder_attn otherwise (transformer_lm)
     encoder_attn = register_module(
-        "encoder_attn", MultiheadAttention(c.d_model, c.heads, c.attention_dropout, query_key_norm(c)));
+        "encoder_attn", MultiheadAttention(c.d_model, c.heads, attention_scale(c), c.attention_dropout, query_key_norm(c)));
     encoder_attn_block = ResidualBlock(*this, "encoder_attn", c, context);
   }
   fc1 = register_module("fc1", torch::nn::Linear(c.d_model, c.ffn_dim));
@@ -137,7 +138,7 @@ torch::Tensor sinusoidal_table(int64_t d_model, int64_t rows) {
 }
 
 TokenEmbedding::TokenEmbedding(const ModelConfig& c)
-    : scale_(c.scale_embedding ? std::sqrt(static_cast<double>(c.d_model)) : 1.0),
+    : scale_(embedding_scale(c)),
       max_positions_(c.max_positions),
       dropout_(c.dropout) {
   if (c.positions == PositionEmbedding::kSinusoidal) positions_ = sinusoidal_table(c.d_model, c.max_positions + kPositionOffset);
@@ -200,7 +201,7 @@ EncoderOut EncoderImpl::forward(const torch::Tensor& src, const torch::Tensor& s
 }
 
 DecoderImpl::DecoderImpl(const ModelConfig& c, torch::nn::Embedding shared_embedding)
-    : embedding_(c) {
+    : embedding_(c), readout_multiplier_(readout_multiplier(c)) {
   if (shared_embedding) {
     embed_tokens = shared_embedding;  // owned (registered) by the encoder
   } else {
@@ -233,7 +234,9 @@ torch::Tensor DecoderImpl::forward(const torch::Tensor& prev_output_tokens, cons
 }
 
 torch::Tensor DecoderImpl::output(const torch::Tensor& x) {
-  return model::linear(layer_norm ? layer_norm(x) : x, output_weight());
+  auto h = layer_norm ? layer_norm(x) : x;
+  if (readout_multiplier_ != 1.0) h = h * readout_multiplier_;  // MuReadout / MuSharedReadout
+  return model::linear(h, output_weight());
 }
 
 DecoderCache DecoderImpl::start_decoding(const EncoderOut& encoder, int64_t max_positions) {

@@ -141,9 +141,11 @@ class DecoderImpl : public torch::nn::Module {
   std::shared_ptr<AdminProfile> admin_profile = std::make_shared<AdminProfile>();
 
  private:
-  torch::Tensor output(const torch::Tensor& x);  // final norm (if any), projection to V
+  // final norm (if any), muP's readout multiplier (when not 1), projection to V
+  torch::Tensor output(const torch::Tensor& x);
 
   TokenEmbedding embedding_;
+  double readout_multiplier_;  // model/width.h
 };
 TORCH_MODULE(Decoder);
 

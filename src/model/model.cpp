@@ -14,6 +14,7 @@
 #include "model/encoder_only.h"
 #include "model/scheme_constants.h"
 #include "model/seq2seq.h"
+#include "model/width.h"
 
 namespace normlab::model {
 namespace {
@@ -67,7 +68,7 @@ nlohmann::json ModelImpl::common_manifest() const {
   return {{"scheme", std::move(scheme)},
           {"special_tokens", {{"bos", kBos}, {"pad", kPad}, {"eos", kEos}, {"unk", kUnk}}},
           {"position_offset", kPositionOffset},
-          {"embed_scale", config_.scale_embedding ? std::sqrt(static_cast<double>(config_.d_model)) : 1.0},
+          {"embed_scale", embedding_scale(config_)},
           {"layer_norm_eps", kNormEps}};
 }
 

@@ -72,7 +72,7 @@ class ModelImpl : public torch::nn::Module {
   // What manifest() holds for every kind: "scheme" (norm, residual, init, norm_kind,
   // mix_ln_alpha, ln_scaling, qk_norm, dyt_alpha_init, and each stack's DeepNorm alpha:
   // encoder_alpha with an encoder, decoder_alpha with a decoder; 1 unless DeepNorm), "special_tokens",
-  // "position_offset", "embed_scale" (sqrt(C)) and "layer_norm_eps" (LayerNorm and RMSNorm).
+  // "position_offset", "embed_scale" (sqrt(C); width.h's embedding_scale) and "layer_norm_eps" (LayerNorm and RMSNorm).
   nlohmann::json common_manifest() const;
 
   const ModelConfig& config() const { return config_; }

@@ -49,6 +49,7 @@ torch::Tensor ResidualBlock::combine(const torch::Tensor& x, const SubLayer& f, 
   auto branch = [&](const torch::Tensor& in) {
     auto y = f(in);
     if (residual_ == ResidualForm::kReZero) y = y * rezero_alpha_;
+    if (observer_) observer_("branch", y);
     return y;
   };
   // residual + dropout(y), one pass into the residual stream's dtype.

@@ -44,8 +44,9 @@ struct BlockContext {
 
 using SubLayer = std::function<torch::Tensor(const torch::Tensor&)>;
 // Analysis hook (src/analysis): sees a block's norm input ("ln_input", before the norm that
-// reads the residual stream) and its output ("output"), both (B,T,C) and still in the
-// autograd graph. Unset: no cost.
+// reads the residual stream), its sub-layer's output before dropout ("branch", ReZero's alpha
+// applied) and the block's output ("output"), each (B,T,C) and still in the autograd graph.
+// Unset: no cost.
 using BlockObserver = std::function<void(const char* what, const torch::Tensor&)>;
 
 class ResidualBlock {

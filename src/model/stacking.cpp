@@ -101,6 +101,11 @@ std::vector<std::string> added_layer_problems(const ModelConfig& trained, const 
   if (grows && s.residual != ResidualForm::kPlain)
     out.push_back("layers can be added to models with the plain residual only (the checkpoint's is " +
                   to_string(s.residual) + ": its constants or profile depend on the depth)");
+  // DT-Fixup's divisor grows with mu, the norm of C-dimensional inputs (about sqrt(C)), where muP fixes a hidden
+  // weight's variance at 1/fan_in (Yang et al. 2021, Table 3): no width rule makes the two agree.
+  if (is_dt_fixup(added.init) && trained.parametrisation == Parametrisation::kMup)
+    out.push_back("--init " + to_string(added.init) + ": DT-Fixup's scale depends on the width through mu (a norm over C "
+                  "dimensions), which --parametrisation mup's init does not allow");
   if (is_dt_fixup(added.init) && s.norm != NormPlacement::kPost)
     out.push_back("--init " + to_string(added.init) +
                   ": DT-Fixup's layers go on a Post-LN model's output (the authors' on RoBERTa's); the "

@@ -13,6 +13,7 @@
 #include "data/cache.h"
 #include "data/text_stream.h"
 #include "train/checkpoint_names.h"
+#include "train/mup_lr.h"
 #include "model/encoder_only.h"
 #include "model/model.h"
 #include "model/seq2seq.h"
@@ -142,14 +143,16 @@ nlohmann::json job_fingerprint(const nlohmann::json& config_json, const Corpus& 
           {"resume", {{"update", resume_update}}}};
 }
 
-std::vector<double> pretrained_lr_scales(const TrainConfig& c, const NamedTensors& named) {
+std::vector<double> parameter_lr_scales(const TrainConfig& c, const model::ModelConfig& model,
+                                        const NamedTensors& named) {
   auto trained = c.model;
   trained.encoder_layers -= c.init_from.added.encoder;
   trained.decoder_layers -= c.init_from.added.decoder;
-  std::vector<double> scales;
-  for (const auto& [name, p] : named) {
+  auto scales = mup_lr_scales(model, c.optimizer, named);
+  for (size_t i = 0; i < named.size(); ++i) {
+    const auto& name = named[i].first;
     const bool new_head = c.init_from.classes > 0 && name.rfind("classification_head.", 0) == 0;
-    scales.push_back(new_head || model::is_added_parameter(name, trained) ? 1.0 : c.init_from.pretrained_lr_scale);
+    if (!new_head && !model::is_added_parameter(name, trained)) scales[i] *= c.init_from.pretrained_lr_scale;
   }
   return scales;
 }

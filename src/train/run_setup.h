@@ -47,7 +47,9 @@ model::Model new_model(const TrainConfig& c, const model::ModelConfig& model_con
 nlohmann::json job_fingerprint(const nlohmann::json& config_json, const Corpus& train, const Corpus& valid,
                                const std::string& vocab_bytes, int64_t resume_update);
 
-// --pretrained-lr-scale: the lr multiplier of each of `named` (1 for the added layers' parameters).
-std::vector<double> pretrained_lr_scales(const TrainConfig& c, const NamedTensors& named);
+// The lr multiplier of each of `named`, parameters of `model`: --pretrained-lr-scale's (1 for the
+// added layers' parameters) times muP's (train/mup_lr.h; 1 under sp).
+std::vector<double> parameter_lr_scales(const TrainConfig& c, const model::ModelConfig& model,
+                                        const NamedTensors& named);
 
 }  // namespace normlab::train

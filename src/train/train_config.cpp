@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "train/mup_lr.h"
 #include "train/train_options.h"
 
 namespace normlab::train {
@@ -106,6 +107,10 @@ std::vector<std::string> TrainConfig::problems() const {
   for (auto& p : model_kind_problems(*this)) out.push_back(p);
   if (init_from.pretrained_lr_scale != 1.0 && curvature.every > 0)
     out.push_back("--curvature-every measures one lr for every parameter: not with --pretrained-lr-scale");
+  if (model.parametrisation != model::Parametrisation::kSp && curvature.every > 0)
+    out.push_back("--curvature-every measures one lr for every parameter: not with --parametrisation " +
+                  model::to_string(model.parametrisation) + "'s per-parameter lr");
+  for (auto& p : mup_optimizer_problems(model, optimizer)) out.push_back(p);
   return out;
 }
 

@@ -74,8 +74,8 @@ void Trainer::make_model() {
                ": the batches per update change, and ranks without a saved dropout stream start a fresh one");
 }
 
-// The optimiser (--pretrained-lr-scale on the trained parameters), fp16's loss scaler, the
-// resumed state, and each rank's dropout stream.
+// The optimiser (--pretrained-lr-scale on the trained parameters, muP's per-parameter lr), fp16's
+// loss scaler, the resumed state, and each rank's dropout stream.
 void Trainer::make_optimizer() {
   net_->to(device_);
   net_->train();
@@ -84,7 +84,9 @@ void Trainer::make_optimizer() {
   for (const auto& p : net_->named_parameters()) named.emplace_back(p.key(), p.value());
   dp_.attach(net_->parameters(), c_.bucket_cap_mb, /*broadcast=*/!resumed_);
   optimizer_ = std::make_unique<Optimizer>(named, c_.optimizer);
-  if (c_.init_from.pretrained_lr_scale != 1.0) optimizer_->set_lr_scales(pretrained_lr_scales(c_, named));
+  const auto& model = net_->config();
+  if (c_.init_from.pretrained_lr_scale != 1.0 || model.parametrisation != model::Parametrisation::kSp)
+    optimizer_->set_lr_scales(parameter_lr_scales(c_, model, named));
   auto scaler = c_.precision == model::Precision::kFp16
                     ? make_loss_scaler(c_.loss_scaler, dp_.ranks(), c_.update_freq)
                     : nullptr;

@@ -1,0 +1,46 @@
+#include "train/mup_lr.h"
+
+#include "core/problems.h"
+#include "model/width.h"
+
+namespace normlab::train {
+namespace {
+
+bool mup(const model::ModelConfig& c) { return c.parametrisation == model::Parametrisation::kMup; }
+
+// mup/optim.py: MuAdam's rule for "Adam-like" optimisers, MuSGD's for SGD.
+bool adam_like(OptimizerKind kind) { return kind == OptimizerKind::kAdam || kind == OptimizerKind::kAdamW; }
+
+}  // namespace
+
+std::vector<std::string> mup_optimizer_problems(const model::ModelConfig& model, const OptimizerConfig& optimizer) {
+  std::vector<std::string> out;
+  if (!mup(model)) return out;
+  if (!adam_like(optimizer.kind) && optimizer.kind != OptimizerKind::kSgd)
+    out.push_back("--parametrisation mup: --optimizer " + to_string(optimizer.kind) +
+                  " has no muP rule here (mup's MuAdam, MuAdamW and MuSGD give adam, adamw and sgd)");
+  if (optimizer.weight_decay != 0.0)
+    out.push_back("--parametrisation mup with --weight-decay: mup rescales each parameter's weight decay with its lr "
+                  "(mup/optim.py), and normlab's optimisers take one weight decay for all");
+  return out;
+}
+
+std::vector<double> mup_lr_scales(const model::ModelConfig& model, const OptimizerConfig& optimizer,
+                                  const NamedTensors& named) {
+  std::vector<double> scales(named.size(), 1.0);
+  if (!mup(model)) return scales;
+  core::throw_if_problems(mup_optimizer_problems(model, optimizer));
+  const auto base = model::base_shapes(model);
+  const double m = model::width_mult(model);
+  for (size_t i = 0; i < named.size(); ++i) {
+    const auto& [name, p] = named[i];
+    const int infinite = model::infinite_dims(p.sizes().vec(), base.at(name));
+    if (adam_like(optimizer.kind))
+      scales[i] = infinite == 2 ? 1.0 / m : 1.0;  // MuAdam: lr / width_mult for matrix-like
+    else
+      scales[i] = infinite == 1 ? m : 1.0;  // MuSGD: lr * width_mult for vector-like
+  }
+  return scales;
+}
+
+}  // namespace normlab::train
