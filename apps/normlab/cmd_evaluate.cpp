@@ -57,7 +57,7 @@ Runner add_evaluate_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_flag("--json", o->json, "print one JSON object");
   cmd->add_option("--out", o->out, "also write that object to DIR/evaluate.json (for recipes and the report)");
   add_beam_options(*cmd, o->beam, /*translate=*/false);
-  add_precision_option(*cmd, o->precision);
+  add_precision_option(*cmd, o->precision, /*decoding=*/true);
   return [o, &global] {
     const auto start = Clock::now();
     core::throw_if_problems(o->beam.validate());
@@ -90,7 +90,8 @@ Runner add_evaluate_command(CLI::App& app, const GlobalOptions& global) {
     }
     const auto device = core::resolve_device(global.device);
     net->to(device);
-    net->set_precision(resolve_precision(o->precision, device));
+    const auto master = net->parameters().front().scalar_type();
+    net->set_precision(resolve_precision(o->precision, device, master, /*decoding=*/true));
 
     const auto t_decode = Clock::now();
     const auto hyps = decode::translate(net, src, o->beam, o->max_tokens, progress_printer("evaluate"));

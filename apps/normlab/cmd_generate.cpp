@@ -146,7 +146,7 @@ Runner add_generate_command(CLI::App& app, const GlobalOptions& global) {
   auto* cmd = app.add_subcommand("generate", "continue prompts with a decoder-only model (docs/generate.md)");
   auto o = std::make_shared<GenerateOptions>();
   add_options(*cmd, *o);
-  add_precision_option(*cmd, o->precision);
+  add_precision_option(*cmd, o->precision, /*decoding=*/true);
   return [o, &global] {
     core::throw_if_problems(o->config.validate());
     auto loaded = model::load_model(o->checkpoint);
@@ -157,7 +157,8 @@ Runner add_generate_command(CLI::App& app, const GlobalOptions& global) {
     note_short_rooms(prompts, net->config(), o->config);
     const auto device = core::resolve_device(global.device);
     net->to(device);
-    net->set_precision(resolve_precision(o->precision, device));
+    const auto master = net->parameters().front().scalar_type();
+    net->set_precision(resolve_precision(o->precision, device, master, /*decoding=*/true));
     const auto start = Clock::now();
     const auto hyps = decode::generate(net, prompts, o->config);
     const double secs = std::chrono::duration<double>(Clock::now() - start).count();

@@ -49,7 +49,7 @@ Runner add_translate_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_flag("--scores", o->scores, "prefix each line with its score and a TAB");
   cmd->add_flag("--ids", o->ids, "input and output are token ids (no vocabulary)");
   add_beam_options(*cmd, o->beam, /*translate=*/true);
-  add_precision_option(*cmd, o->precision);
+  add_precision_option(*cmd, o->precision, /*decoding=*/true);
   return [o, &global] {
     core::throw_if_problems(o->beam.validate());
     auto loaded = model::load_model(o->checkpoint);
@@ -64,7 +64,8 @@ Runner add_translate_command(CLI::App& app, const GlobalOptions& global) {
     }
     const auto device = core::resolve_device(global.device);
     net->to(device);
-    net->set_precision(resolve_precision(o->precision, device));
+    const auto master = net->parameters().front().scalar_type();
+    net->set_precision(resolve_precision(o->precision, device, master, /*decoding=*/true));
     const auto start = Clock::now();
     const auto hyps = decode::translate(net, sources, o->beam, o->max_tokens, progress_printer("translate"));
     const double secs = std::chrono::duration<double>(Clock::now() - start).count();

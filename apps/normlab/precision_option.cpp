@@ -6,18 +6,20 @@
 
 namespace normlab::app {
 
-void add_precision_option(CLI::App& command, std::string& value) {
+void add_precision_option(CLI::App& command, std::string& value, bool decoding) {
+  const std::string int8 = decoding ? "; int8: the linear layers' weights in int8 with per-row scales, CPU only" : "";
   command
       .add_option("--precision", value,
-                  "fp32|bf16|fp16|auto: matrix products in bf16/fp16, weights, norms, softmax and loss in "
-                  "fp32 (fp16: CUDA only; auto: bf16 on CUDA and on CPUs with AMX-BF16 or AVX512_BF16, else fp32)")
+                  std::string(decoding ? "fp32|bf16|fp16|int8|auto" : "fp32|bf16|fp16|auto") +
+                      ": matrix products in bf16/fp16, weights, norms, softmax and loss in fp32 (fp16: CUDA only; "
+                      "auto: bf16 on CUDA and on CPUs with AMX-BF16 or AVX512_BF16, else fp32" + int8 + ")")
       ->capture_default_str();
 }
 
 model::Precision resolve_precision(const std::string& value, const c10::Device& device,
-                                   torch::Dtype master) {
+                                   torch::Dtype master, bool decoding) {
   const auto p = model::parse_precision(value, device);
-  core::throw_if_problems(model::precision_problems(p, device, master));
+  core::throw_if_problems(model::precision_problems(p, device, master, decoding));
   warn_if_emulated(p, device);
   return p;
 }

@@ -1,4 +1,5 @@
-// --precision fp32|bf16|fp16, shared by the subcommands that run the model (docs/precision.md).
+// --precision fp32|bf16|fp16 (and int8 for the commands that only decode), shared by the
+// subcommands that run the model (docs/precision.md).
 #pragma once
 
 #include <string>
@@ -11,11 +12,12 @@
 
 namespace normlab::app {
 
-void add_precision_option(CLI::App& command, std::string& value);
-// The parsed --precision, checked against the device and the weights' dtype; throws
-// std::invalid_argument with every problem.
+// `decoding`: the command only decodes (translate, evaluate, generate), so int8 is offered.
+void add_precision_option(CLI::App& command, std::string& value, bool decoding = false);
+// The parsed --precision, checked against the device, the weights' dtype and whether the command
+// only decodes (int8); throws std::invalid_argument with every problem.
 model::Precision resolve_precision(const std::string& value, const c10::Device& device,
-                                   torch::Dtype master = torch::kFloat32);
+                                   torch::Dtype master = torch::kFloat32, bool decoding = false);
 
 // Prints model::precision_warning's line, if any, to stderr.
 void warn_if_emulated(model::Precision p, const c10::Device& device);

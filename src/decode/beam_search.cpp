@@ -90,7 +90,7 @@ std::vector<std::vector<Hypothesis>> beam_search(model::Seq2Seq& model, const to
   // One guard for the whole search: the weights are cast to bf16/fp16 once, not every step.
   auto guard = model->precision_guard();
   // The linear layers' weights packed once per search, or per translate() (model/linear.h).
-  model::PackedWeights packed(*model);
+  model::PackedWeights packed(*model, model->precision());
   // The encoder runs once, and its keys and values are projected once per sentence (the
   // decoder rows of a sentence's beams read them together).
   auto cache = model->decoder->start_decoding(model->encoder(src), longest + 1);
@@ -247,7 +247,7 @@ std::vector<std::vector<Hypothesis>> translate(model::Seq2Seq& model,
   const bool was_training = model->is_training();
   model->eval();
   torch::NoGradGuard no_grad;
-  model::PackedWeights packed(*model);  // once for all batches (beam_search's own defers to it)
+  model::PackedWeights packed(*model, model->precision());  // once for all batches (beam_search's own defers to it)
   const auto device = model->parameters().front().device();
   std::vector<std::vector<Hypothesis>> out(sources.size());
   size_t done = 0;

@@ -158,7 +158,7 @@ std::vector<std::vector<Hypothesis>> generate(model::DecoderOnly& model, const s
   model->eval();
   torch::NoGradGuard no_grad;
   auto guard = model->precision_guard();
-  model::PackedWeights packed(*model);
+  model::PackedWeights packed(*model, model->precision());
   auto& decoder = *model->decoder;
   const auto device = model->device();
   const bool beam = config.search.beam > 1;

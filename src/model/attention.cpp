@@ -40,6 +40,11 @@ torch::Tensor MultiheadAttentionImpl::split_heads(const torch::Tensor& x) const 
 
 std::vector<torch::Tensor> MultiheadAttentionImpl::project(
     const torch::Tensor& x, std::initializer_list<const torch::nn::Linear*> layers) const {
+  if (PackedWeights::int8_now()) {  // each weight quantised once: a stacked copy would be float
+    std::vector<torch::Tensor> out;
+    for (const auto* l : layers) out.push_back(split_heads(linear(*l, x)));
+    return out;
+  }
   std::vector<torch::Tensor> weights, biases;
   for (const auto* l : layers) {
     weights.push_back(autocast_operand((*l)->weight));

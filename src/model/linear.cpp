@@ -8,19 +8,22 @@
 #include <ATen/autocast_mode.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 
+#include "model/int8_linear.h"
 #include "model/kernels/cpu_features.h"
-#include "model/precision.h"
 
 namespace normlab::model {
 
 struct PackedWeights::State {
-  c10::OperatorHandle reorder, product;     // mkldnn::_reorder_linear_weight, _linear_pointwise
+  // mkldnn::_reorder_linear_weight, _linear_pointwise; absent in a LibTorch without oneDNN
+  std::optional<c10::OperatorHandle> reorder, product;
   bool fp32 = false;                        // float32 products packed (AVX-512 only: where it pays)
   bool bf16 = false;                        // bf16 products packed (where oneDNN's bf16 reorder runs)
+  bool int8 = false;                        // float32 products in int8 (--precision int8)
   std::unordered_set<const c10::TensorImpl*> parameters;
-  // (parameter, dtype) -> the weight in that dtype in oneDNN's layout; each entry also keeps
-  // its parameter alive, so that no other tensor can take its address while the scope lives.
-  std::map<std::pair<const c10::TensorImpl*, c10::ScalarType>, std::pair<torch::Tensor, torch::Tensor>> packed;
+  // (parameter, dtype) -> the weight in oneDNN's layout (kQInt8: fbgemm's packed int8 weight);
+  // each entry also keeps its parameter alive, so that no other tensor can take its address
+  // while the scope lives.
+  std::map<std::pair<const c10::TensorImpl*, c10::ScalarType>, std::pair<torch::Tensor, c10::IValue>> packed;
 };
 
 namespace {
@@ -37,8 +40,8 @@ std::optional<c10::OperatorHandle> find(const char* name) {
 }
 
 // The dtype of the product when the scope takes it, else nullopt: float32 (where packing pays
-// for it), or the bf16 of an active CPU autocast. float64, fp16 (no CPU use) and anything on
-// another device take at::linear.
+// for it), the bf16 of an active CPU autocast, or kQInt8 for float32 in an int8 scope. float64,
+// fp16 (no CPU use) and anything on another device take at::linear.
 std::optional<c10::ScalarType> packed_dtype(const PackedWeights::State& s, const torch::Tensor& x,
                                             const torch::Tensor& w) {
   if (c10::GradMode::is_enabled() || !x.device().is_cpu() || x.numel() == 0 || w.scalar_type() != c10::kFloat ||
@@ -49,7 +52,9 @@ std::optional<c10::ScalarType> packed_dtype(const PackedWeights::State& s, const
     const auto dtype = at::autocast::get_autocast_dtype(c10::DeviceType::CPU);
     return dtype == c10::kBFloat16 && s.bf16 ? std::optional(dtype) : std::nullopt;
   }
-  return x.scalar_type() == c10::kFloat && s.fp32 ? std::optional(c10::kFloat) : std::nullopt;
+  if (x.scalar_type() != c10::kFloat) return std::nullopt;
+  if (s.int8) return c10::kQInt8;
+  return s.fp32 ? std::optional(c10::kFloat) : std::nullopt;
 }
 
 // linear() and linear_relu(): with the ReLU in oneDNN's epilogue on the packed path.
@@ -60,22 +65,30 @@ torch::Tensor product(const torch::Tensor& x, const torch::Tensor& w, const torc
     return relu ? torch::relu(y) : y;
   }
   auto& entry = current->packed[{w.unsafeGetTensorImpl(), *dtype}];
+  if (*dtype == c10::kQInt8) {
+    if (!entry.first.defined()) entry = {w, int8_pack(w)};
+    return int8_linear(x, entry.second, b, relu);
+  }
   if (!entry.first.defined()) {
     // autocast_operand: the bf16 cast autocast would hand at::linear (cached per scope).
-    entry = {w, call(current->reorder, {*dtype == c10::kFloat ? w : autocast_operand(w), c10::IValue()})};
+    entry = {w, call(*current->reorder, {*dtype == c10::kFloat ? w : autocast_operand(w), c10::IValue()})};
   }
   const auto bias = b.defined() ? c10::IValue(*dtype == c10::kFloat ? b : autocast_operand(b)) : c10::IValue();
-  return call(current->product, {x.to(*dtype).contiguous(), entry.second, bias, std::string(relu ? "relu" : "none"),
-                                 c10::List<std::optional<c10::Scalar>>(), c10::IValue()});
+  return call(*current->product, {x.to(*dtype).contiguous(), entry.second, bias, std::string(relu ? "relu" : "none"),
+                                  c10::List<std::optional<c10::Scalar>>(), c10::IValue()});
 }
 
 }  // namespace
 
-PackedWeights::PackedWeights(const torch::nn::Module& module) {
+PackedWeights::PackedWeights(const torch::nn::Module& module, Precision precision) {
   if (current) return;
+  const bool int8 = precision == Precision::kInt8;
+  TORCH_CHECK(!int8 || int8_available(), "int8 decoding needs fbgemm, which this LibTorch was built without");
   auto reorder_op = find("mkldnn::_reorder_linear_weight"), product_op = find("mkldnn::_linear_pointwise");
-  if (!reorder_op || !product_op) return;
-  state_ = std::make_unique<State>(State{*reorder_op, *product_op, kernels::aten_avx512(), kernels::onednn_bf16(), {}, {}});
+  const bool onednn = reorder_op && product_op;
+  if (!onednn && !int8) return;
+  state_ = std::make_unique<State>(State{reorder_op, product_op, onednn && kernels::aten_avx512(),
+                                         onednn && kernels::onednn_bf16(), int8, {}, {}});
   for (const auto& p : module.parameters()) state_->parameters.insert(p.unsafeGetTensorImpl());
   current = state_.get();
 }
@@ -83,6 +96,8 @@ PackedWeights::PackedWeights(const torch::nn::Module& module) {
 PackedWeights::~PackedWeights() {
   if (state_) current = nullptr;
 }
+
+bool PackedWeights::int8_now() { return current && current->int8 && !c10::GradMode::is_enabled(); }
 
 size_t PackedWeights::packed() const { return state_ ? state_->packed.size() : 0; }
 

@@ -9,7 +9,8 @@
 // weights are instead reordered once into oneDNN's blocked layout and every product runs
 // oneDNN's inner product on them (what CTranslate2 and PyTorch's frozen inference graphs do):
 // no per-call weight reorder, and oneDNN's kernels where they beat the BLAS (docs/performance.md,
-// "weights packed once").
+// "weights packed once"). In an int8 scope (`--precision int8`) they are quantised to int8 once
+// instead and multiplied by fbgemm (model/int8_linear.h).
 #pragma once
 
 #include <memory>
@@ -17,6 +18,8 @@
 #include <torch/nn/module.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/torch.h>
+
+#include "model/precision.h"
 
 namespace normlab::model {
 
@@ -37,9 +40,11 @@ torch::Tensor linear_relu(const torch::nn::Linear& layer, const torch::Tensor& x
 // inner scope defers to the outer one. Inactive (at::linear throughout) where it does not pay:
 // on a CPU without AVX-512 for float32 (measured slower there), without AVX-512 BW/VL/DQ for
 // bf16 (oneDNN's bf16 reorder refuses such a CPU), or in a LibTorch without oneDNN.
+// With `precision` int8 the parameters of float32 products are int8 instead, on every CPU
+// (throws where fbgemm is missing: precision_problems refuses that first).
 class PackedWeights {
  public:
-  explicit PackedWeights(const torch::nn::Module& module);
+  explicit PackedWeights(const torch::nn::Module& module, Precision precision = Precision::kFp32);
   ~PackedWeights();
   PackedWeights(const PackedWeights&) = delete;
   PackedWeights& operator=(const PackedWeights&) = delete;
@@ -48,6 +53,10 @@ class PackedWeights {
   size_t packed() const;
 
   struct State;
+
+  // Whether linear() runs this thread's scope's parameters in int8 now (an int8 scope, gradients
+  // off): code that would stack weights per call multiplies them one by one instead.
+  static bool int8_now();
 
  private:
   std::unique_ptr<State> state_;  // null when an outer scope is alive or oneDNN is missing

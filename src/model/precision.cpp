@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include "core/runtime.h"
+#include "model/int8_linear.h"
 
 namespace normlab::model {
 
@@ -15,6 +16,8 @@ std::string to_string(Precision p) {
       return "bf16";
     case Precision::kFp16:
       return "fp16";
+    case Precision::kInt8:
+      return "int8";
     case Precision::kFp32:
       break;
   }
@@ -25,7 +28,8 @@ Precision parse_precision(const std::string& s, const std::string& option) {
   if (s == "fp32") return Precision::kFp32;
   if (s == "bf16") return Precision::kBf16;
   if (s == "fp16") return Precision::kFp16;
-  throw std::invalid_argument(option + ": unknown value '" + s + "', expected fp32|bf16|fp16|auto");
+  if (s == "int8") return Precision::kInt8;
+  throw std::invalid_argument(option + ": unknown value '" + s + "', expected fp32|bf16|fp16|int8|auto");
 }
 
 Precision parse_precision(const std::string& s, const c10::Device& device, const std::string& option) {
@@ -40,9 +44,15 @@ std::string precision_warning(Precision p, const c10::Device& device) {
 }
 
 std::vector<std::string> precision_problems(Precision p, const c10::Device& device,
-                                            c10::ScalarType master) {
+                                            c10::ScalarType master, bool decoding) {
   std::vector<std::string> out;
   if (p == Precision::kFp32) return out;
+  if (p == Precision::kInt8 && !decoding)
+    out.push_back("--precision int8 is for decoding only (translate, evaluate, generate); use fp32, bf16 or fp16 here");
+  if (p == Precision::kInt8 && decoding && !device.is_cpu())
+    out.push_back("--precision int8 runs on the CPU only (fbgemm's int8 products), not " + device.str());
+  if (p == Precision::kInt8 && decoding && !int8_available())
+    out.push_back("--precision int8 needs fbgemm, which this LibTorch was built without");
   if (p == Precision::kFp16 && !device.is_cuda())
     out.push_back("--precision fp16 needs a CUDA device (on this CPU fp16 matrix products run at "
                   "1/8 of bf16's: use --precision bf16)");
@@ -59,13 +69,14 @@ c10::ScalarType compute_dtype(Precision p) {
     case Precision::kFp16:
       return c10::kHalf;
     case Precision::kFp32:
+    case Precision::kInt8:
       break;
   }
   return c10::kFloat;
 }
 
 PrecisionGuard::PrecisionGuard(Precision p, const c10::Device& device)
-    : active_(p != Precision::kFp32),
+    : active_(p == Precision::kBf16 || p == Precision::kFp16),  // int8 is not autocast's (linear.h)
       device_type_(device.type()),
       was_enabled_(at::autocast::is_autocast_enabled(device_type_)),
       was_dtype_(at::autocast::get_autocast_dtype(device_type_)) {

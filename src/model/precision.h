@@ -2,6 +2,10 @@
 // matrix products (linear, attention's two batched products) in bf16 or fp16 through ATen's
 // autocast; norms, softmax statistics, the loss and reductions in fp32. Nothing is stored in
 // the low precision: checkpoints, weights and gradients stay fp32.
+//
+// int8 is for decoding only (translate, evaluate, generate): the linear layers' weights
+// quantised to int8 with one scale per output row, as CTranslate2's int8 (model/int8_linear.h);
+// everything else, autocast included, as fp32.
 #pragma once
 
 #include <string>
@@ -13,9 +17,9 @@
 
 namespace normlab::model {
 
-enum class Precision { kFp32, kBf16, kFp16 };
+enum class Precision { kFp32, kBf16, kFp16, kInt8 };
 
-std::string to_string(Precision p);  // fp32 | bf16 | fp16
+std::string to_string(Precision p);  // fp32 | bf16 | fp16 | int8
 // Throws std::invalid_argument naming `option`, the value and the choices.
 Precision parse_precision(const std::string& s, const std::string& option = "--precision");
 // The same, and "auto": bf16 where `device` multiplies in bf16 natively (CUDA; a CPU with
@@ -24,11 +28,12 @@ Precision parse_precision(const std::string& s, const c10::Device& device, const
 // One line when bf16 runs emulated on `device` (a CPU without AMX-BF16 or AVX512_BF16), else "".
 std::string precision_warning(Precision p, const c10::Device& device);
 // Why `p` cannot run on `device` with `master` weights (empty when it can): fp16 needs CUDA
-// (this CPU's fp16 products run at 1/8 of bf16's, docs/performance.md), and the low
-// precisions need float32 master weights.
+// (this CPU's fp16 products run at 1/8 of bf16's, docs/performance.md), the low precisions
+// need float32 master weights, and int8 needs `decoding` (a command that only decodes), the
+// CPU and fbgemm in this LibTorch.
 std::vector<std::string> precision_problems(Precision p, const c10::Device& device,
-                                            c10::ScalarType master = c10::kFloat);
-// The dtype of the matrix products: float32, bfloat16 or float16.
+                                            c10::ScalarType master = c10::kFloat, bool decoding = false);
+// The dtype of autocast's matrix products: float32 (fp32, int8), bfloat16 or float16.
 c10::ScalarType compute_dtype(Precision p);
 
 // Enables autocast on `device`'s type in `p` for the guard's life (a no-op for fp32); the

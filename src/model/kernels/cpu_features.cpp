@@ -23,6 +23,15 @@ bool onednn_bf16() {
 #endif
 }
 
+bool avx512_vnni() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  static const bool yes = __builtin_cpu_supports("avx512vnni");
+  return yes;
+#else
+  return false;
+#endif
+}
+
 bool aten_avx512() {
   static const bool yes = core::runtime_info().cpu_capability == "AVX512";
   return yes;

@@ -16,4 +16,9 @@ bool aten_avx512();
 // CPU its reorder throws ("bf16 path needs the cpu support ..."), so bf16 products take at::linear.
 bool onednn_bf16();
 
+// AVX-512 VNNI: fbgemm's int8 products add u8 x s8 pairs exactly (vpdpbusd). Without it they
+// are summed in saturating int16 (vpmaddubsw), which full-range uint8 activations can overflow,
+// so int8 decoding then quantises activations to 7 bits (model/int8_linear.h).
+bool avx512_vnni();
+
 }  // namespace normlab::model::kernels
