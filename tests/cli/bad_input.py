@@ -307,6 +307,13 @@ def main():
         (translate("--precision", "fp16", "--device", "cpu"), "--precision fp16 needs a CUDA device"),
         (translate("--precision", "fp8"), "--precision: unknown value 'fp8', expected fp32|bf16|fp16"),
         (train("--precision", "fp16", "--device", "cpu"), "--precision fp16 needs a CUDA device"),
+        # int8 is for decoding only (issue 34 §6).
+        (train("--precision", "int8"), "--precision int8 is for decoding only (translate, evaluate, generate)"),
+        (["score", "--checkpoint", w("good.ckpt"), "--src-ids", w("src.txt"), "--tgt-ids", w("tgt.txt"),
+          "--precision", "int8"], "--precision int8 is for decoding only"),
+        (["probe", *tiny[:-2], "--out", w("probe_out"), "--precision", "int8"], "--precision int8 is for decoding only"),
+        (["perturb", *tiny[:-2], "--out", w("perturb_out"), "--precision", "int8"],
+         "--precision int8: perturb measures output changes"),
         (train("--dist-backend", "mpi"), "--dist-backend: unknown value 'mpi', expected auto|gloo|nccl"),
         (train("--dist-timeout", "0"), "--dist-timeout must be > 0 seconds"),
         # Issue 34: refused without a launcher too, as docs/distributed.md says (it trained, exit 0).

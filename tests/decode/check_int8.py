@@ -1,0 +1,134 @@
+#!/usr/bin/env python3
+"""ctest driver: `normlab translate --precision int8` against the independent PyTorch beam search
+of check_beam.py over reference_model.py, whose every nn.Linear (attention projections, FFN,
+output projection) is replaced here by the int8 scheme of docs/precision.md written from that
+page alone with PyTorch's quantisation functions:
+
+- weights: torch.quantize_per_channel to qint8 with scale max |w_n| / 127 per output row,
+  dequantised;
+- activations: each row divided by its max |x| (in float32, as normlab's activations are), then
+  quantised to uint8 with the scale and zero point that torch._choose_qparams_per_tensor gives
+  the range [-1, 1] (7 bits without AVX-512 VNNI), clamped, dequantised;
+- the product of the two in float64, times the row's max |x|, plus the bias.
+
+The reference model runs in float64 otherwise, one sentence at a time (the scheme is per row, so
+normlab's batching must not matter). Every hypothesis' tokens must be equal, and its score within
+TOLERANCE; and the int8 reference must be farther than 10 x TOLERANCE from the float one on some
+hypothesis, so that the comparison can tell int8 from fp32.
+"""
+
+import argparse
+import random
+import sys
+from pathlib import Path
+
+import warnings
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "reference"))
+from check_beam import VOCAB, parse_translate_output, run, translation_beam_search  # noqa: E402
+from reference_model import ReferenceTransformer, load_weights  # noqa: E402
+
+LENGTHS = [5, 0, 1, 8, 3, 7, 6, 2]  # source lengths; 0 is an empty line
+CASES = [(1, 1.0), (5, 1.0), (5, 0.6)]  # (beam, lenpen)
+MAX_LEN_B = 12
+# Scores are mean log p in nats: float32 against float64 arithmetic moves an activation across a
+# rounding boundary now and then (one step of 2/255 in one element).
+TOLERANCE = 1e-3
+warnings.filterwarnings("ignore", message=".*quantize_per_channel.*")  # deprecated, used on purpose
+
+
+def vnni():
+    return "avx512_vnni" in Path("/proc/cpuinfo").read_text()
+
+
+def int8_forward(layer, reduce_range):
+    """The forward of nn.Linear `layer` with int8 weights and per-row int8 activations."""
+    w = layer.weight.detach().float()
+    amax = w.abs().amax(1)
+    scales = torch.where(amax > 0, amax / 127, torch.ones_like(amax)).double()
+    q = torch.quantize_per_channel(w, scales, torch.zeros(len(scales), dtype=torch.long), 0, torch.qint8)
+    w_deq = q.dequantize().double()
+    scale, zero_point = torch._choose_qparams_per_tensor(torch.tensor([-1.0, 1.0]), reduce_range)
+    q_max = 127 if reduce_range else 255
+    bias = layer.bias.detach().double() if layer.bias is not None else None
+
+    def forward(x):
+        rows = x.reshape(-1, x.shape[-1]).float()
+        norm = rows.abs().amax(1, keepdim=True).clamp_min(torch.finfo(torch.float32).tiny)
+        q_x = (torch.round(rows / norm / scale) + zero_point).clamp(0, q_max)
+        y = F.linear((q_x - zero_point).double() * scale, w_deq) * norm.double()
+        if bias is not None:
+            y = y + bias
+        return y.reshape(*x.shape[:-1], -1).to(x.dtype)
+
+    return forward
+
+
+def make_int8(model, reduce_range):
+    for module in model.modules():
+        if isinstance(module, torch.nn.Linear):
+            module.forward = int8_forward(module, reduce_range)
+    return model
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--normlab", required=True)
+    parser.add_argument("--workdir", required=True, type=Path)
+    parser.add_argument("--scheme", default="pre-ln")
+    args = parser.parse_args()
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    torch.set_num_threads(1)
+    checkpoint, weights, src_path = (args.workdir / n for n in ("model.ckpt", "weights.pt", "src.ids"))
+    run([args.normlab, "init", "--scheme", args.scheme, "--d-model", 32, "--ffn-dim", 64, "--heads", 2,
+         "--encoder-layers", 2, "--decoder-layers", 2, "--vocab-size", VOCAB, "--share", "all",
+         "--seed", 13, "--out", checkpoint])
+    run([args.normlab, "export", "--checkpoint", checkpoint, "--out", weights])
+    rng = random.Random(7)
+    sources = [[rng.randrange(4, VOCAB) for _ in range(n)] for n in LENGTHS]
+    src_path.write_text("".join(" ".join(map(str, s)) + "\n" for s in sources))
+    state, config = load_weights(weights)
+    models = {}
+    for name in ("fp32", "int8"):
+        model = ReferenceTransformer(config).double().eval()
+        model.load_state_dict(state, strict=True)
+        models[name] = make_int8(model, not vnni()) if name == "int8" else model
+
+    failures, compared, int8_effect = [], 0, 0.0
+    for beam, lenpen in CASES:
+        out = run([args.normlab, "translate", "--checkpoint", checkpoint, "--ids", "--input", src_path,
+                   "--beam", beam, "--nbest", beam, "--lenpen", lenpen, "--max-len-b", MAX_LEN_B,
+                   "--max-tokens", 12, "--scores", "--threads", 1, "--precision", "int8"])
+        got = parse_translate_output(out, len(sources), beam)
+        for i, src in enumerate(sources):
+            if not src:
+                if got[i]:
+                    failures.append(f"line {i + 1} is empty but got {got[i]}")
+                continue
+            case = f"beam {beam} lenpen {lenpen} line {i + 1}"
+            expected = translation_beam_search(models["int8"], src, beam, lenpen, 0.0, MAX_LEN_B)
+            fp32 = translation_beam_search(models["fp32"], src, beam, lenpen, 0.0, MAX_LEN_B)
+            int8_effect = max([int8_effect] + [abs(e[1] - f[1]) for e, f in zip(expected, fp32)])
+            if [h[0] for h in got[i]] != [h[0] for h in expected]:
+                failures.append(f"{case}: normlab {got[i]}\n    reference {expected}")
+                continue
+            for (_, s), (_, r) in zip(got[i], expected):
+                if abs(s - r) > TOLERANCE:
+                    failures.append(f"{case}: score {s!r}, reference {r!r}")
+            compared += len(expected)
+    if int8_effect <= 10 * TOLERANCE:
+        failures.append(f"the int8 reference's scores are within {int8_effect:.2e} of fp32's: the test cannot "
+                        f"tell int8 from fp32")
+    if failures:
+        print("FAIL:\n  " + "\n  ".join(failures))
+        sys.exit(1)
+    print(f"OK: {compared} hypotheses (tokens, and scores within {TOLERANCE}) equal the int8 reference over "
+          f"{len(CASES)} settings; int8 moves the reference's scores by up to {int8_effect:.3f} from fp32")
+
+
+if __name__ == "__main__":
+    main()
