@@ -8,7 +8,7 @@ page alone with PyTorch's quantisation functions:
   dequantised;
 - activations: each row divided by its max |x| (in float32, as normlab's activations are), then
   quantised to uint8 with the scale and zero point that torch._choose_qparams_per_tensor gives
-  the range [-1, 1] (7 bits without AVX-512 VNNI), clamped, dequantised;
+  the range [-1, 1] (its reduce_range, 7-bit steps, without AVX-512 VNNI), dequantised;
 - the product of the two in float64, times the row's max |x|, plus the bias.
 
 The reference model runs in float64 otherwise, one sentence at a time (the scheme is per row, so
@@ -53,13 +53,12 @@ def int8_forward(layer, reduce_range):
     q = torch.quantize_per_channel(w, scales, torch.zeros(len(scales), dtype=torch.long), 0, torch.qint8)
     w_deq = q.dequantize().double()
     scale, zero_point = torch._choose_qparams_per_tensor(torch.tensor([-1.0, 1.0]), reduce_range)
-    q_max = 127 if reduce_range else 255
     bias = layer.bias.detach().double() if layer.bias is not None else None
 
     def forward(x):
         rows = x.reshape(-1, x.shape[-1]).float()
         norm = rows.abs().amax(1, keepdim=True).clamp_min(torch.finfo(torch.float32).tiny)
-        q_x = (torch.round(rows / norm / scale) + zero_point).clamp(0, q_max)
+        q_x = (torch.round(rows / norm / scale) + zero_point).clamp(0, 255)  # uint8 (also with reduce_range)
         y = F.linear((q_x - zero_point).double() * scale, w_deq) * norm.double()
         if bias is not None:
             y = y + bias
