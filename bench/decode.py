@@ -19,6 +19,7 @@ decoder every step), the cost incremental decoding avoids.
 --sides picks what runs, round robin in that order (default normlab,peer):
   normlab        `normlab translate` (fp32)
   normlab-bf16   `normlab translate --precision bf16`
+  normlab-int8   `normlab translate --precision int8` (int8 weights, per-row scales: docs/precision.md)
   peer           the PyTorch beam search above
   ct2-TYPE       CTranslate2 (pip ctranslate2) with compute_type TYPE (float32, int8, int8_float32,
                  int16, bfloat16 where this CPU build supports it) over the same export converted
@@ -271,7 +272,8 @@ def main():
     ap.add_argument("--input", help="source text")
     ap.add_argument("--input-ids", help="source already as token ids, one sentence a line (instead of --input)")
     ap.add_argument("--sides", default="normlab,peer",
-                    help="comma-separated: normlab, normlab-bf16, peer, ct2-float32, ct2-int8, ...; +malloc suffix")
+                    help="comma-separated: normlab, normlab-bf16, normlab-int8, peer, ct2-float32, ct2-int8, ...; "
+                         "+malloc suffix")
     ap.add_argument("--beams", default="5,1")
     ap.add_argument("--lenpen", type=float, default=1.0)
     ap.add_argument("--max-len-b", type=int, default=200)
@@ -305,7 +307,7 @@ def main():
     sides = [x for x in args.sides.split(",") if x]
     for side in sides:
         name, *mods = side.split("+")
-        if (name not in ("normlab", "normlab-bf16", "peer") and not name.startswith("ct2-")) or \
+        if (name not in ("normlab", "normlab-bf16", "normlab-int8", "peer") and not name.startswith("ct2-")) or \
                 set(mods) - {"malloc", "mask"} or ("mask" in mods and not name.startswith("ct2-")):
             ap.error(f"unknown side {side}")
     tmp = args.keep or tempfile.mkdtemp(prefix="normlab_decode_bench_")
@@ -355,7 +357,7 @@ def main():
         if name.startswith("normlab"):
             r = run([args.normlab, "--threads", args.threads, "translate", "--checkpoint", checkpoint,
                      "--ids", "--input", ids, "--output", hyp, "--max-len-b", max_len_b]
-                    + common + (["--precision", "bf16"] if name == "normlab-bf16" else []), env)
+                    + common + (["--precision", name.split("-")[1]] if "-" in name else []), env)
             secs = normlab_seconds(r.stderr)
         elif name == "peer":
             r = run([sys.executable, __file__, "--peer", "--weights", weights, "--ids", ids, "--hyp-out", hyp,

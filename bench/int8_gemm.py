@@ -9,8 +9,9 @@ float products normlab runs today. Every int8 path uses symmetric per-output-row
 - fbgemm dynamic, 7-bit: the same with `reduce_range` (activations in 0..127, what
   torch.ao's dynamic Linear passes: without AVX-512 VNNI fbgemm's u8 x s8 pairs are summed in
   saturating int16, which 0..255 can overflow).
-- fbgemm dynamic, rows scaled to 1: the same on x divided by each row's max |x| (so that the one
-  scale of the input is that of every row, whatever the batch), the product then multiplied back
+- normlab int8: what `--precision int8` runs (model/int8_linear.h): fbgemm dynamic on x divided
+  by each row's max |x| plus a sentinel row (1, -1, 0, ...) that fixes the input's range to
+  [-1, 1], so that its one scale is every row's whatever the batch; the product multiplied back
   per row and the bias added (ATen's `addcmul`).
 - int8 weight only: `aten::_weight_int8pack_mm`: the int8 weight dequantised inside the kernel,
   float activations and float arithmetic.
@@ -69,9 +70,13 @@ def candidates(x, w, b, m):
         y.mul_(sx[:, None])
         return y.add_(b) if b is not None else y
 
-    def fbgemm_rows():
-        sx = x.abs().amax(1, keepdim=True).clamp_min(torch.finfo(torch.float32).tiny)
-        y = torch.ops.quantized.linear_dynamic(x / sx, packed_no_bias, False)
+    def normlab_int8():  # as model/int8_linear.cpp, op for op
+        sx = x.abs().amax(1, keepdim=True).clamp_min_(torch.finfo(torch.float32).tiny)
+        scaled = torch.empty(m + 1, x.shape[1])
+        torch.div(x, sx, out=scaled[:m])
+        scaled[m].zero_()
+        scaled[m, :2] = torch.tensor([1.0, -1.0])
+        y = torch.ops.quantized.linear_dynamic(scaled, packed_no_bias, False)[:m]
         return torch.addcmul(b, y, sx) if b is not None else y.mul_(sx)
 
     def weight_only():
@@ -84,7 +89,7 @@ def candidates(x, w, b, m):
         "bf16 oneDNN packed": lambda: torch.ops.mkldnn._linear_pointwise(x.bfloat16(), w_bf16, b_bf16, "none", [], "").float(),
         "fbgemm dynamic": lambda: torch.ops.quantized.linear_dynamic(x, packed, False),
         "fbgemm dynamic, 7-bit": lambda: torch.ops.quantized.linear_dynamic(x, packed, True),
-        "fbgemm dynamic, rows scaled to 1": fbgemm_rows,
+        "normlab int8": normlab_int8,
         "int8 weight only": weight_only,
         "per-row int8": per_row,
         "_int_mm alone": lambda: torch._int_mm(xq_fixed, w_t),
