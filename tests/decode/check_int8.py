@@ -12,9 +12,13 @@ page alone with PyTorch's quantisation functions:
 - the product of the two in float64, times the row's max |x|, plus the bias.
 
 The reference model runs in float64 otherwise, one sentence at a time (the scheme is per row, so
-normlab's batching must not matter). Every hypothesis' tokens must be equal, and its score within
-TOLERANCE; and the int8 reference must be farther than 10 x TOLERANCE from the float one on some
-hypothesis, so that the comparison can tell int8 from fp32.
+normlab's batching must not matter). Every hypothesis' tokens must be equal and its score within
+TOLERANCE: float32 against float64 arithmetic moves an activation across a rounding boundary now
+and then (one step of 2/255 of its row's max), which moved scores by up to 2.5e-3 (pre-ln) and
+1.9e-3 (post-ln) here. That is not far below what int8 itself does to this tiny model (the int8
+reference differs from the float one by up to 0.098 and 0.016), so the scores must also be, on
+average, at least FP32_MARGIN times closer to the int8 reference than to the float reference
+(over the hypotheses whose tokens the two references share).
 """
 
 import argparse
@@ -35,9 +39,8 @@ from reference_model import ReferenceTransformer, load_weights  # noqa: E402
 LENGTHS = [5, 0, 1, 8, 3, 7, 6, 2]  # source lengths; 0 is an empty line
 CASES = [(1, 1.0), (5, 1.0), (5, 0.6)]  # (beam, lenpen)
 MAX_LEN_B = 12
-# Scores are mean log p in nats: float32 against float64 arithmetic moves an activation across a
-# rounding boundary now and then (one step of 2/255 in one element).
-TOLERANCE = 1e-3
+TOLERANCE = 1e-2  # on scores (mean log p in nats)
+FP32_MARGIN = 4
 warnings.filterwarnings("ignore", message=".*quantize_per_channel.*")  # deprecated, used on purpose
 
 
@@ -97,7 +100,8 @@ def main():
         model.load_state_dict(state, strict=True)
         models[name] = make_int8(model, not vnni()) if name == "int8" else model
 
-    failures, compared, int8_effect = [], 0, 0.0
+    failures, compared, int8_effect, worst = [], 0, 0.0, 0.0
+    to_int8, to_fp32 = [], []  # |score - reference| for hypotheses both references share
     for beam, lenpen in CASES:
         out = run([args.normlab, "translate", "--checkpoint", checkpoint, "--ids", "--input", src_path,
                    "--beam", beam, "--nbest", beam, "--lenpen", lenpen, "--max-len-b", MAX_LEN_B,
@@ -112,21 +116,30 @@ def main():
             expected = translation_beam_search(models["int8"], src, beam, lenpen, 0.0, MAX_LEN_B)
             fp32 = translation_beam_search(models["fp32"], src, beam, lenpen, 0.0, MAX_LEN_B)
             int8_effect = max([int8_effect] + [abs(e[1] - f[1]) for e, f in zip(expected, fp32)])
+            for (tokens, s), e, f in zip(got[i], expected, fp32):
+                if tokens == e[0] == f[0]:
+                    to_int8.append(abs(s - e[1]))
+                    to_fp32.append(abs(s - f[1]))
             if [h[0] for h in got[i]] != [h[0] for h in expected]:
                 failures.append(f"{case}: normlab {got[i]}\n    reference {expected}")
                 continue
             for (_, s), (_, r) in zip(got[i], expected):
+                worst = max(worst, abs(s - r))
                 if abs(s - r) > TOLERANCE:
                     failures.append(f"{case}: score {s!r}, reference {r!r}")
             compared += len(expected)
-    if int8_effect <= 10 * TOLERANCE:
-        failures.append(f"the int8 reference's scores are within {int8_effect:.2e} of fp32's: the test cannot "
-                        f"tell int8 from fp32")
+    mean_int8, mean_fp32 = (sum(d) / max(len(d), 1) for d in (to_int8, to_fp32))
+    if not to_int8 or mean_int8 * FP32_MARGIN > mean_fp32:
+        failures.append(f"over {len(to_int8)} hypotheses the scores are {mean_int8:.2e} from the int8 reference "
+                        f"and {mean_fp32:.2e} from the float one on average: not {FP32_MARGIN}x closer to int8")
     if failures:
-        print("FAIL:\n  " + "\n  ".join(failures))
+        print(f"FAIL (largest score difference {worst:.1e}, mean {mean_int8:.1e}; from fp32 {mean_fp32:.1e}; int8 "
+              f"reference against fp32 {int8_effect:.3f}):\n  " +
+              "\n  ".join(failures))
         sys.exit(1)
-    print(f"OK: {compared} hypotheses (tokens, and scores within {TOLERANCE}) equal the int8 reference over "
-          f"{len(CASES)} settings; int8 moves the reference's scores by up to {int8_effect:.3f} from fp32")
+    print(f"OK: {compared} hypotheses (tokens, and scores within {worst:.1e} <= {TOLERANCE}) equal the int8 "
+          f"reference over {len(CASES)} settings; mean score difference {mean_int8:.1e} from the int8 reference, "
+          f"{mean_fp32:.1e} from the float one; int8 moves the reference's scores by up to {int8_effect:.3f}")
 
 
 if __name__ == "__main__":
