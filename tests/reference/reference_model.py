@@ -70,7 +70,8 @@ def make_norm(cfg, dim):
 class MultiheadAttention(nn.Module):
     """q = q_proj(x) / sqrt(D); softmax(q k^T + mask) v per head; heads concatenated; out_proj.
     With QK-norm (REF 10): q = q_norm(q_proj(x) per head) / sqrt(D), k = k_norm(k_proj(x) per
-    head), each norm over a head's D entries, its parameters shared by the heads."""
+    head), each norm over a head's D entries, its parameters shared by the heads. cfg's optional
+    "attention_scale" replaces 1/sqrt(D) (muP's 1/d attention: tests/reference/check_mup.py)."""
 
     def __init__(self, dim, heads, attention_dropout, cfg=None):
         super().__init__()
@@ -83,10 +84,14 @@ class MultiheadAttention(nn.Module):
         self.k_proj = nn.Linear(dim, dim)
         self.v_proj = nn.Linear(dim, dim)
         self.out_proj = nn.Linear(dim, dim)
+        self.scale = (cfg or {}).get("attention_scale")  # None: 1/sqrt(D)
         self.qk_norm = bool(cfg and cfg.get("qk_norm"))
         if self.qk_norm:
             self.q_norm = make_norm(cfg, self.head_dim)
             self.k_norm = make_norm(cfg, self.head_dim)
+
+    def _scaled(self, q):
+        return q / math.sqrt(self.head_dim) if self.scale is None else q * self.scale
 
     def _split_heads(self, x):
         """(B, L, C) -> (B, H, L, D)."""
@@ -96,10 +101,10 @@ class MultiheadAttention(nn.Module):
     def forward(self, x, kv, blocked):
         """x: (B, T, C) queries; kv: (B, S, C); blocked: bool, broadcastable to (B, H, T, S)."""
         if self.qk_norm:
-            q = self.q_norm(self._split_heads(self.q_proj(x))) / math.sqrt(self.head_dim)
+            q = self._scaled(self.q_norm(self._split_heads(self.q_proj(x))))
             k = self.k_norm(self._split_heads(self.k_proj(kv)))
         else:
-            q = self._split_heads(self.q_proj(x) / math.sqrt(self.head_dim))
+            q = self._split_heads(self._scaled(self.q_proj(x)))
             k = self._split_heads(self.k_proj(kv))
         v = self._split_heads(self.v_proj(kv))
         scores = torch.matmul(q, k.transpose(-1, -2)).masked_fill(blocked, float("-inf"))
@@ -301,6 +306,7 @@ class Decoder(Embedder):
         if scheme["norm"] in FINAL_NORM_PLACEMENTS:
             self.layer_norm = make_norm(cfg, cfg["d_model"])
         self.output_projection = nn.Linear(cfg["d_model"], cfg["tgt_vocab_size"], bias=False)
+        self.readout_multiplier = cfg.get("readout_multiplier", 1.0)
         if output_weight is not None:
             self.output_projection.weight = output_weight
 
@@ -316,12 +322,15 @@ class Decoder(Embedder):
             x = layer(x, self_blocked, encoder_out, src_blocked)
         if hasattr(self, "layer_norm"):
             x = self.layer_norm(x)
+        if self.readout_multiplier != 1.0:  # muP's readout: MuReadout's output_mult / width_mult
+            x = self.readout_multiplier * x
         return self.output_projection(x)
 
 
 class MaskedLmHead(nn.Module):
     """RoBERTa's LM head (conv "Model kinds"): logits = norm(act(dense(x))) W^T + bias, W the
-    token table when tied (share_embeddings decoder), else the head's own `weight`."""
+    token table when tied (share_embeddings decoder), else the head's own `weight`; under muP the
+    input of the product x W^T times cfg's "readout_multiplier" (the bias is not scaled)."""
 
     def __init__(self, cfg, tied_weight):
         super().__init__()
@@ -330,11 +339,15 @@ class MaskedLmHead(nn.Module):
         self.layer_norm = make_norm(cfg, dim)
         self.weight = tied_weight if tied_weight is not None else nn.Parameter(torch.empty(vocab, dim))
         self.bias = nn.Parameter(torch.zeros(vocab))
+        self.readout_multiplier = cfg.get("readout_multiplier", 1.0)
         self.activation = {"relu": torch.relu, "gelu": F.gelu,
                            "gelu-tanh": lambda t: F.gelu(t, approximate="tanh")}[cfg.get("activation", "relu")]
 
     def forward(self, x):
-        return F.linear(self.layer_norm(self.activation(self.dense(x))), self.weight, self.bias)
+        h = self.layer_norm(self.activation(self.dense(x)))
+        if self.readout_multiplier != 1.0:
+            h = self.readout_multiplier * h
+        return F.linear(h, self.weight, self.bias)
 
 
 def key_padding(tokens, pad):
@@ -345,13 +358,21 @@ def key_padding(tokens, pad):
 class ReferenceTransformer(nn.Module):
     """The normlab model, built from the `weights.json` dict; parameters carry fairseq names.
     model.kind "decoder-only" (conv "Model kinds"): the decoder alone, without cross-attention,
-    reading prev_output_tokens only."""
+    reading prev_output_tokens only.
 
-    def __init__(self, config):
+    attention_scale (the factor on q.k, default 1/sqrt(D)) and readout_multiplier (on the output
+    projection's input, default 1) give muP's forward multipliers (docs/width.md); when not
+    passed they are read from weights.json's keys of the same names if it has them."""
+
+    def __init__(self, config, attention_scale=None, readout_multiplier=None):
         super().__init__()
         cfg = dict(config["model"])
         for key in ("position_offset", "embed_scale", "layer_norm_eps"):
             cfg[key] = config[key]
+        for key, value in (("attention_scale", attention_scale), ("readout_multiplier", readout_multiplier)):
+            value = config.get(key) if value is None else value
+            if value is not None:
+                cfg[key] = value
         scheme = config["scheme"]
         # The norm settings of REF 10; absent from files of older versions (plain LayerNorm).
         cfg["norm_kind"] = scheme.get("norm_kind", "layernorm")
