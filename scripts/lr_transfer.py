@@ -2,9 +2,10 @@
 """LR transfer across width (recipes/lr_transfer_width.toml): how far the best lr moves, in grid steps.
 
 A configuration is (parametrisation, scheme, warm-up: `warmup-steps` 0 or not) over the widths
-(the cells' `d-model`) and the lr grid. From summary.csv: each training cell's final validation
-loss (+inf when it diverged). Per configuration and width the best lr is the grid's argmin of the
-final loss (none when every lr diverged); the shift is the largest minus the smallest best lr's
+(the cells' `d-model`) and the lr grid. From summary.csv the training cells, and from each one's
+metrics.jsonl its final validation loss (the last validation record; +inf when it diverged). Per
+configuration and width the best lr is the grid's argmin of the final loss (none when every lr
+diverged); the shift is the largest minus the smallest best lr's
 index on the sorted lr grid over the widths, in grid steps. The issue's claims, decided here
 because the recipe's rule language has no argmin:
 - under mup the best lr moves by at most one grid step across the widths (shift <= 1);
@@ -16,12 +17,24 @@ the markdown. Exit 1 when a training cell is missing or failed.
 """
 import argparse
 import csv
+import json
 import math
 import os
 import sys
 from collections import defaultdict
 
 NEEDED = 0.05  # nats: no warm-up costs more than this at the best lr -> "needs warm-up"
+
+
+def last_valid_loss(metrics_path):
+    """The last validation record's loss (+inf when the run diverged or never validated)."""
+    final, diverged = None, False
+    for line in open(metrics_path):
+        r = json.loads(line)
+        if r.get("valid_loss") is not None:
+            final = r["valid_loss"]
+        diverged = diverged or r.get("event") == "diverged"
+    return math.inf if diverged or final is None else final
 
 
 def read_cells(out):
@@ -31,7 +44,7 @@ def read_cells(out):
             continue
         if r["status"] not in ("ok", "diverged"):
             sys.exit(f"lr_transfer: cell {r['cell']} {r['status']}: rerun `normlab run` first")
-        loss = float(r["final_valid_loss"]) if r["status"] == "ok" and r["final_valid_loss"] else math.inf
+        loss = last_valid_loss(os.path.join(out, "cells", r["cell"], "metrics.jsonl")) if r["status"] == "ok" else math.inf
         cells.append({"cell": r["cell"], "width": int(r["d-model"]), "lr": float(r["lr"]),
                       "parametrisation": r["parametrisation"], "scheme": r["scheme"],
                       "warm": int(r["warmup-steps"]) > 0, "loss": loss})
