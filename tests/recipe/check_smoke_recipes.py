@@ -15,7 +15,9 @@ fail), then `normlab report`, then checks that
 ctest (`recipe.paper_recipes_smoke`) runs every paper recipe: xiong_fig2, xiong_fig3, xiong_fig4,
 huang_table1, huang_fig2_3, huang_fig3c, huang_fig4b, schemes, schemes_2025, hessian_report and
 advise_grid (with scripts/advise_confusion.py's table against the cells' own files), sharpness,
-lr_sensitivity (scripts/lr_sensitivity.py against the cells' own records), optimizer_warmup and dt_fixup (its frozen cell's trained parameters against the pretrained checkpoint, by torch.load; the authors' form without norms in its added layers, dt-fixup-postln with them).
+lr_sensitivity (scripts/lr_sensitivity.py against the cells' own records), optimizer_warmup,
+lr_transfer_width (scripts/lr_transfer.py's best lrs against the cells' own records, mup = sp at the
+base width, two verdicts recomputed) and dt_fixup (its frozen cell's trained parameters against the pretrained checkpoint, by torch.load; the authors' form without norms in its added layers, dt-fixup-postln with them).
 `recipe.lm_recipes_smoke` runs the decoder-only lm_sharpness and the encoder-only xiong_fig5, with
 --data ../shared/data/lm (a recipe without a [synth] task reads that text)."""
 import csv
@@ -57,6 +59,7 @@ FIGURES = {
                      "curvature-admin-nowarm"},
     "xiong_fig5": {"valid-loss", "train-loss"},
     "optimizer_warmup": {"valid-loss", "train-loss", "lr-grid"},
+    "lr_transfer_width": {"valid-loss", "train-loss", "lr-grid"},
     "sharpness": {"valid-loss", "train-loss", "curvature-post-ln-nowarm", "curvature-post-ln-warm",
                   "curvature-pre-ln-nowarm", "curvature-t-fixup-nowarm", "curvature-admin-nowarm"},
     "schemes_2025": {"valid-loss", "train-loss", "grad-norms-probe", "hidden-norms-probe",
@@ -321,6 +324,56 @@ def main():
             want = "reproduced" if final["wsd"] - final["cosine"] < 0.02 else "not reproduced"
             text = next(c["text"] for c in claims if c["rule"].startswith("final_valid_loss(wsd)"))
             check(verdicts[text] == want, f"optimizer_warmup: WSD claim {verdicts[text]}, Python says {want}")
+
+        if name == "lr_transfer_width":
+            # scripts/lr_transfer.py's best lr per configuration and width against each cell's own
+            # metrics.jsonl (last validation record; +inf when diverged).
+            script = os.path.join(os.path.dirname(args.recipes), "scripts", "lr_transfer.py")
+            r = subprocess.run([sys.executable, script, out], capture_output=True, text=True, timeout=60)
+            check(r.returncode == 0, f"lr_transfer.py: {r.stderr[-400:]}")
+            table = rows(os.path.join(out, "lr_transfer.csv")) if r.returncode == 0 else []
+
+            def last_valid(c):
+                recs = [json.loads(l) for l in open(os.path.join(cell(c), "metrics.jsonl"))]
+                if any(x.get("event") == "diverged" for x in recs):
+                    return math.inf
+                v = [x["valid_loss"] for x in recs if "valid_loss" in x]
+                return v[-1] if v and v[-1] is not None else math.inf
+            final = {c: last_valid(c) for c in cells}
+            parse = lambda c: dict(kv.split("=", 1) for kv in c.split("_")[1:])
+            by = {}
+            for c, loss in final.items():
+                g = parse(c)
+                key = (g["parametrisation"], g["scheme"], int(g["warmup-steps"]) > 0, int(g["d-model"]))
+                by.setdefault(key, {})[float(g["lr"])] = loss
+            best = {k: min(v, key=v.get) for k, v in by.items()}
+            widths = {k[3] for k in by}
+            check(len(table) == len([k for k in by if k[2]]), f"lr_transfer.csv rows {len(table)}")
+            for t in table:
+                for warm, column in ((True, "best_lr_warm"), (False, "best_lr_nowarm")):
+                    want = best[(t["parametrisation"], t["scheme"], warm, int(t["width"]))]
+                    check(close(float(t[column]), want, 1e-9), f"lr_transfer {t} {column}: Python says {want}")
+                lr = float(t["best_lr_warm"])
+                cost = by[(t["parametrisation"], t["scheme"], False, int(t["width"]))][lr] - \
+                    by[(t["parametrisation"], t["scheme"], True, int(t["width"]))][lr]
+                check(close(float(t["warmup_cost_at_best"]), cost, 1e-6), f"lr_transfer {t}: cost {cost}")
+            # At the base width (w2 at this scale: --mup-base-width 16) mup is sp bit for bit.
+            base = [c for c in cells if c.startswith("w2_") and "parametrisation=mup" in c]
+            check(base and all(final[c] == final[c.replace("parametrisation=mup", "parametrisation=sp")] for c in base),
+                  f"lr_transfer_width: mup != sp at the base width: {[(c, final[c]) for c in base]}")
+            # The first two claims (Pre-LN with warm-up, narrowest against widest width) from the
+            # cells' own records: mup's at each lr of this grid (the recipe's two largest), sp's at the top.
+            narrow, wide = min(widths), max(widths)
+            pre = lambda p, w: by[(p, "pre-ln", True, w)]
+            for claim, pairs, holds in (
+                    (claims[0], [(pre("mup", wide)[lr], pre("mup", narrow)[lr]) for lr in pre("mup", wide)],
+                     lambda a, b: a < b),
+                    (claims[1], [(pre("sp", wide)[max(pre("sp", wide))], pre("sp", narrow)[max(pre("sp", wide))])],
+                     lambda a, b: a > b)):
+                if all(abs(a - b) > claim.get("margin", 0) for a, b in pairs):
+                    want = verdict(all(holds(a, b) for a, b in pairs))
+                    check(verdicts[claim["text"]] == want, f"lr_transfer_width: claim {verdicts[claim['text']]}, "
+                          f"Python says {want}: {pairs}")
 
         if name == "dt_fixup":
             # deep-frozen: the trained part bit-identical to pretrain's best checkpoint (torch.load);
