@@ -12,6 +12,7 @@
 #include "commands.h"
 #include "core/launch_env.h"
 #include "core/runtime.h"
+#include "omp_wait.h"
 #include "option_cli.h"
 
 namespace {
@@ -90,6 +91,10 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return fail(e.what());
   }
+  // Training restarts itself once to set OpenMP's spinning (omp_wait.h); the others pass it to
+  // the processes they start (a recipe's cells).
+  const std::string command = app.get_subcommands().front()->get_name();
+  app::apply_omp_wait_default(argv, command == "train" || command == "finetune");
   try {
     core::configure_memory();
     core::configure_threads(default_threads(global.threads));

@@ -10,19 +10,14 @@
 
 #include "model/int8_linear.h"
 #include "model/linear.h"
+#include "two_layers.h"
 #include "model/precision.h"
 
 using namespace normlab;
 
 namespace {
 
-struct TwoLayers : torch::nn::Module {
-  TwoLayers() {
-    with_bias = register_module("with_bias", torch::nn::Linear(96, 200));
-    without_bias = register_module("without_bias", torch::nn::Linear(torch::nn::LinearOptions(96, 130).bias(false)));
-  }
-  torch::nn::Linear with_bias{nullptr}, without_bias{nullptr};
-};
+using test::TwoLayers;
 
 // CTranslate2's weight quantisation, float64: round(w / s) * s with s = max |w_n| / 127.
 torch::Tensor dequantised(const torch::Tensor& w) {

@@ -8,19 +8,14 @@
 
 #include "core/runtime.h"
 #include "model/linear.h"
+#include "two_layers.h"
 #include "model/precision.h"
 
 using namespace normlab;
 
 namespace {
 
-struct TwoLayers : torch::nn::Module {
-  TwoLayers() {
-    with_bias = register_module("with_bias", torch::nn::Linear(96, 200));
-    without_bias = register_module("without_bias", torch::nn::Linear(torch::nn::LinearOptions(96, 130).bias(false)));
-  }
-  torch::nn::Linear with_bias{nullptr}, without_bias{nullptr};
-};
+using test::TwoLayers;
 
 // x Wᵀ + b in float64 from the operands as the product sees them (rounded to `dtype` first).
 torch::Tensor reference(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b, torch::Dtype dtype) {

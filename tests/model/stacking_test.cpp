@@ -176,13 +176,14 @@ TEST(Stacking, MuIsTheLargestTokenNormOfTheAddedStacksInput) {
     }
   }
   EXPECT_NEAR(grown.report.mu_encoder, expected, 1e-6 * expected);
-  // The decoder's, on a fresh Post-LN model (every LayerNorm weight 1, bias 0): the inputs of
-  // both the decoder stack and the cross-attention are LayerNorm outputs, of norm
-  // sqrt(C var / (var + 1e-5)), just below sqrt(C) = 4.
+  // The decoder's, on a fresh Post-LN model (every LayerNorm weight 1, bias 0) growing layers
+  // with norms (dt-fixup-postln; the authors' form has none, so its added encoder layers' output
+  // is no norm's): the inputs of both the decoder stack and the cross-attention are LayerNorm
+  // outputs, of norm sqrt(C var / (var + 1e-5)), just below sqrt(C) = 4.
   auto c = test::tiny_config("post-ln");
   model::Seq2Seq fresh(c);
   model::initialize(fresh, 3);
-  auto fresh_grown = model::add_layers(fresh, {1, 1, AddedLayerInit::kDtFixup}, 7, data);
+  auto fresh_grown = model::add_layers(fresh, {1, 1, AddedLayerInit::kDtFixupPostLn}, 7, data);
   EXPECT_LE(fresh_grown.report.mu_decoder, 4.0);
   EXPECT_GT(fresh_grown.report.mu_decoder, 4.0 * (1 - 1e-3));
   EXPECT_LE(fresh_grown.report.mu_encoder, 4.0);

@@ -49,12 +49,12 @@ TEST(OptimizerRegistry, ANewOptimiserIsKnownByItsName) {
   const auto kind = sign_sgd();
   EXPECT_EQ(train::parse_optimizer_kind("sign-sgd"), kind);
   EXPECT_EQ(train::to_string(kind), "sign-sgd");
-  EXPECT_EQ(train::optimizer_choices(), "sgd|adam|adamw|radam|lion|muon|sign-sgd");
+  EXPECT_EQ(train::optimizer_choices(), "sgd|adam|adamw|radam|lion|muon|adamw-schedulefree|sign-sgd");
   try {
     train::parse_optimizer_kind("lamb");
     ADD_FAILURE() << "accepted lamb";
   } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("expected sgd|adam|adamw|radam|lion|muon|sign-sgd"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("expected sgd|adam|adamw|radam|lion|muon|adamw-schedulefree|sign-sgd"), std::string::npos) << e.what();
   }
   const nlohmann::json j = sign_sgd_config();
   EXPECT_EQ(j.at("optimizer"), "sign-sgd");
