@@ -91,10 +91,9 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return fail(e.what());
   }
-  // Training restarts itself once to set OpenMP's spinning (omp_wait.h); the others pass it to
-  // the processes they start (a recipe's cells).
+  // Training on a busy machine restarts once to spin less (omp_wait.h).
   const std::string command = app.get_subcommands().front()->get_name();
-  app::apply_omp_wait_default(argv, command == "train" || command == "finetune");
+  if (command == "train" || command == "finetune") app::spin_less_when_busy(argv);
   try {
     core::configure_memory();
     core::configure_threads(default_threads(global.threads));
