@@ -91,9 +91,12 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return fail(e.what());
   }
-  // Training on a busy machine restarts once to spin less (omp_wait.h).
+  // Training on several threads of a busy machine restarts once to spin less (omp_wait.h); one
+  // thread has no barrier to spin at.
   const std::string command = app.get_subcommands().front()->get_name();
-  if (command == "train" || command == "finetune") app::spin_less_when_busy(argv);
+  const int threads = default_threads(global.threads);
+  if ((command == "train" || command == "finetune") && (threads == 0 ? core::available_cpus() : threads) > 1)
+    app::spin_less_when_busy(argv);
   try {
     core::configure_memory();
     core::configure_threads(default_threads(global.threads));

@@ -4,7 +4,7 @@
 
 namespace normlab::app {
 
-// When neither OMP_WAIT_POLICY nor GOMP_SPINCOUNT is in the environment and other processes kept
+// For a process of several threads (main.cpp asks): when neither OMP_WAIT_POLICY nor GOMP_SPINCOUNT is in the environment and other processes kept
 // at least half a CPU busy over a short look at /proc/stat, replaces this process by the same
 // command line (execv of /proc/self/exe) with GOMP_SPINCOUNT=1000: libgomp reads the variable once,
 // when it is loaded, before main(). Returns when nothing is to be done or the restart failed (the
