@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "analysis/auto_warmup.h"
 #include "analysis/curvature.h"
 #include "analysis/logit_trace.h"
 #include "analysis/trace.h"
@@ -109,6 +110,9 @@ Runner add_training_command(CLI::App& app, const GlobalOptions& global, bool fin
       c.model = o->model.resolve(/*vocab_from_data=*/true);  // with --num-classes a new classifier
     }
     if (o->curvature && c.curvature.every == 0) c.curvature.every = train::CurvatureConfig::kDefaultEvery;
+    // --warmup auto chooses the ramp: the default --warmup-steps (fairseq's 4000) does not apply.
+    if (c.schedule.warmup == train::WarmupMode::kAuto && cmd->get_option("--warmup-steps")->count() == 0)
+      c.schedule.warmup_steps = 0;
     c.schedule.max_steps = c.max_steps;
     c.optimizer.peak_lr = c.schedule.lr;  // --weight-decay-mode independent's lr_peak
     c.optimizer.warmup_steps = c.schedule.warmup_steps;  // the own warm-up of adamw-schedulefree
@@ -129,6 +133,7 @@ Runner add_training_command(CLI::App& app, const GlobalOptions& global, bool fin
     auto add = [&](std::unique_ptr<train::TrainCallback> cb) {
       if (cb) callbacks.push_back(std::move(cb));
     };
+    add(analysis::auto_warmup_callback(c));  // first: the others read the rate it chooses (RunContext::rate)
     add(analysis::logit_trace_callback(c.trace.logits));
     add(analysis::trace_callback(c.trace));
     add(analysis::curvature_callback(c.curvature, c.optimizer, c.loss));

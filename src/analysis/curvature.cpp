@@ -131,6 +131,25 @@ double first_step_preconditioned_sharpness(const FullDataHessian& h, const train
   return largest_eigenvalue(scaled, start, steps).value;
 }
 
+TopRitz preconditioned_sharpness(const FullDataHessian& h, const LinearOperator& hvp, const train::Optimizer& optimizer,
+                                 train::Preconditioner kind, const torch::Tensor& start, int64_t steps) {
+  torch::Tensor gradient;
+  if (kind == train::Preconditioner::kNext) gradient = h.gradient().first.clone();
+  // lambda_1(P^-1 H) = lambda_1(P^-1/2 H P^-1/2), a symmetric operator (REFERENCE §9).
+  const auto d = adam_preconditioner(optimizer, h, kind, gradient).rsqrt();
+  const LinearOperator scaled = [&](const torch::Tensor& v) { return d * hvp(d * v); };
+  return largest_eigenvalue(scaled, start, steps);
+}
+
+std::vector<data::Batch> probe_batches(const train::RunContext& run, int64_t sentences) {
+  const auto n = std::min<size_t>(static_cast<size_t>(sentences), run.valid.kept.size());
+  const std::vector<int64_t> first(run.valid.kept.begin(), run.valid.kept.begin() + static_cast<int64_t>(n));
+  std::vector<data::Batch> probe;
+  for (const auto& b : data::make_batches(run.valid.sizes, first, run.config.batching, run.config.seed, 0))
+    probe.push_back(train::gather(run.valid, b));
+  return probe;
+}
+
 CurvatureSeries::CurvatureSeries(const train::CurvatureConfig& config, const train::OptimizerConfig& optimizer,
                                  model::Model net, std::vector<data::Batch> probe, const train::LossOptions& loss,
                                  const torch::Device& device, std::string file, int64_t done_updates, bool writes,
@@ -148,9 +167,7 @@ CurvatureSeries::CurvatureSeries(const train::CurvatureConfig& config, const tra
 
 void CurvatureSeries::measure(int64_t update, double next_lr, const train::Optimizer& optimizer) {
   const auto t0 = std::chrono::steady_clock::now();
-  const bool was_training = net_->is_training();
-  const auto precision = net_->precision();
-  net_->set_precision(model::Precision::kFp32);  // HVPs in fp32 (REFERENCE §7)
+  const Fp32Measurement guard(net_);
   // Dropout off (the constructor sets eval mode) and the run's loss, on the probe set.
   FullDataHessian h(net_, probe_, loss_, ".*", device_, /*keep_graphs=*/false, group_);
   const auto dtype = h.dtype();
@@ -181,12 +198,8 @@ void CurvatureSeries::measure(int64_t update, double next_lr, const train::Optim
       record["preconditioned_lambda_max"] = nullptr;  // no update yet: v_t = 0, P = eps (cohen's 0)
       quantity = NAN;
     } else {
-      torch::Tensor gradient;
-      if (config_.preconditioner == train::Preconditioner::kNext) gradient = h.gradient().first.clone();
-      // lambda_1(P^-1 H) = lambda_1(P^-1/2 H P^-1/2), a symmetric operator (REFERENCE §9).
-      const auto d = adam_preconditioner(optimizer, h, config_.preconditioner, gradient).rsqrt();
-      const LinearOperator scaled = [&](const torch::Tensor& v) { return d * hvp(d * v); };
-      const auto pre = largest_eigenvalue(scaled, start(preconditioned_start_, 1), config_.steps);
+      const auto pre = preconditioned_sharpness(h, hvp, optimizer, config_.preconditioner,
+                                                start(preconditioned_start_, 1), config_.steps);
       preconditioned_start_ = pre.vector;
       record["preconditioned_lambda_max"] = pre.value;
       quantity = pre.value;
@@ -209,8 +222,6 @@ void CurvatureSeries::measure(int64_t update, double next_lr, const train::Optim
                                                                         : nlohmann::json();
   record["hvps"] = hvps;
   record["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  net_->set_precision(precision);
-  net_->train(was_training);
   if (!writes_) return;
   std::ofstream out(file_, std::ios::app);
   out << record.dump() << "\n";
@@ -243,22 +254,16 @@ class CurvatureCallback final : public train::TrainCallback {
     return {};
   }
   void train_begins(const train::RunContext& run) override {
-    const auto& c = run.config;
-    const auto n = std::min<size_t>(static_cast<size_t>(config_.sentences), run.valid.kept.size());
-    const std::vector<int64_t> first(run.valid.kept.begin(), run.valid.kept.begin() + static_cast<int64_t>(n));
-    std::vector<data::Batch> probe;
-    for (const auto& b : data::make_batches(run.valid.sizes, first, c.batching, c.seed, 0))
-      probe.push_back(train::gather(run.valid, b));
-    schedule_ = c.schedule;
-    series_ = std::make_unique<CurvatureSeries>(config_, optimizer_, run.net, std::move(probe), loss_, run.device,
+    rate_ = run.rate;
+    series_ = std::make_unique<CurvatureSeries>(config_, optimizer_, run.net, probe_batches(run, config_.sentences), loss_,
+                                                run.device,
                                                 (std::filesystem::path(run.dir) / "curvature.jsonl").string(),
                                                 run.update, run.writer, run.group);
     if (!run.saved.empty()) series_->load_state(run.saved);
-    if (run.update == 0) series_->measure(0, train::learning_rate(schedule_, 1, run.epoch), run.optimizer);
+    if (run.update == 0) series_->measure(0, rate_(1, run.epoch), run.optimizer);
   }
   void update_done(const train::UpdateReport& r) override {
-    if (r.update % config_.every == 0)
-      series_->measure(r.update, train::learning_rate(schedule_, r.update + 1, r.epoch), r.optimizer);
+    if (r.update % config_.every == 0) series_->measure(r.update, rate_(r.update + 1, r.epoch), r.optimizer);
   }
   void save_state(model::TensorMap& extra) const override {
     for (const auto& [k, v] : series_->state()) extra[k] = v;
@@ -268,7 +273,7 @@ class CurvatureCallback final : public train::TrainCallback {
   train::CurvatureConfig config_;
   train::OptimizerConfig optimizer_;
   train::LossOptions loss_;
-  train::ScheduleConfig schedule_;
+  std::function<double(int64_t, int64_t)> rate_;
   std::unique_ptr<CurvatureSeries> series_;
 };
 

@@ -44,6 +44,38 @@ double stability_threshold(const train::OptimizerConfig& optimizer, double lr);
 torch::Tensor adam_preconditioner(const train::Optimizer& optimizer, const FullDataHessian& hessian,
                                   train::Preconditioner kind, const torch::Tensor& gradient);
 
+// lambda_1(P^-1 H) with its Ritz vector (in P^1/2's coordinates: a warm start for the next
+// call), P the `kind` preconditioner of the Adam-family `optimizer` (kNext: from the probe set's
+// gradient), by `steps` Lanczos steps on P^-1/2 H P^-1/2 from `start`; `hvp` is H's product.
+TopRitz preconditioned_sharpness(const FullDataHessian& hessian, const LinearOperator& hvp,
+                                 const train::Optimizer& optimizer, train::Preconditioner kind,
+                                 const torch::Tensor& start, int64_t steps);
+
+// While it lives, `net` computes in fp32 (HVPs in fp32: REFERENCE §7); its precision and its
+// training mode (FullDataHessian puts it in eval mode) come back at the end of the scope.
+class Fp32Measurement {
+ public:
+  explicit Fp32Measurement(model::Model net)
+      : net_(std::move(net)), precision_(net_->precision()), training_(net_->is_training()) {
+    net_->set_precision(model::Precision::kFp32);
+  }
+  ~Fp32Measurement() {
+    net_->set_precision(precision_);
+    net_->train(training_);
+  }
+  Fp32Measurement(const Fp32Measurement&) = delete;
+  Fp32Measurement& operator=(const Fp32Measurement&) = delete;
+
+ private:
+  model::Model net_;
+  model::Precision precision_;
+  bool training_;
+};
+
+// A training run's probe set: its first `sentences` validation pairs, batched as validation
+// batches them (the same on every rank and after a resume).
+std::vector<data::Batch> probe_batches(const train::RunContext& run, int64_t sentences);
+
 // lambda_1 of `op` by `steps` Lanczos steps from `start` (n), with its Ritz vector.
 TopRitz largest_eigenvalue(const LinearOperator& op, const torch::Tensor& start, int64_t steps);
 

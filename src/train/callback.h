@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -39,6 +40,10 @@ struct RunContext {
   const Corpus& valid;            // the validation set, filtered as validation reads it
   const model::TensorMap& saved;  // the resumed checkpoint's extra tensors (empty for a new run)
   const Optimizer& optimizer;
+  // The rate of update n (1-based) in epoch e as the trainer makes it: the schedule's times every
+  // callback's rate_factor(n). A callback that reports the next update's rate in update_done
+  // reads it here, after the callbacks before it in the list have decided theirs.
+  std::function<double(int64_t n, int64_t e)> rate;
 };
 
 // One update as made (update_done): its position, rate and sums over every rank.
@@ -71,6 +76,9 @@ class TrainCallback {
   // A training batch before its forward (on the CPU), then the forward's logits (B,T,V).
   virtual void batch_ready(const data::Batch& /*batch*/) {}
   virtual void output_ready(const torch::Tensor& /*logits*/, const torch::Tensor& /*target*/) {}
+  // The factor on the schedule's rate of update `update` (1-based), asked just before it is made
+  // (--warmup auto's ramp: analysis/auto_warmup.h); 1 for an instrument that only watches.
+  virtual double rate_factor(int64_t /*update*/) const { return 1.0; }
   // The gradients of update `update` are final (summed, divided by the tokens, clipped), before the step.
   virtual void gradients_ready(int64_t /*update*/) {}
   // The update is made (its p_new - p_old in report.optimizer.last_updates() when wanted).

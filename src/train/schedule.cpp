@@ -72,6 +72,12 @@ std::vector<std::string> schedule_kind_names() { return schedule_kinds().names()
 
 std::string to_string(WsdDecay d) { return wsd_decays().name(d); }
 
+std::string to_string(WarmupMode m) { return warmup_modes().name(m); }
+
+bool AutoWarmupSettings::operator==(const AutoWarmupSettings& o) const {
+  return every == o.every && sentences == o.sentences && lanczos_steps == o.lanczos_steps && catapult == o.catapult;
+}
+
 WsdDecay parse_wsd_decay(const std::string& s, const std::string& option) { return wsd_decays().parse(s, option); }
 
 // The ranges of single options come from schedule_options(); here what relates two of them.
@@ -91,6 +97,17 @@ std::vector<std::string> ScheduleConfig::problems() const {
     out.push_back("--lr-schedule t-fixup has no warm-up (Huang 2020): set --warmup-steps 0, got " +
                   std::to_string(warmup_steps));
   for (auto& p : wsd_problems(*this)) out.push_back(std::move(p));
+  for (auto& p : auto_warmup_options().problems(auto_warmup)) out.push_back(std::move(p));
+  if (warmup == WarmupMode::kAuto) {
+    if (warmup_steps != 0)
+      out.push_back("--warmup auto chooses the ramp itself: leave out --warmup-steps (or give 0), got " +
+                    std::to_string(warmup_steps));
+    if (kind == ScheduleKind::kInverseSqrt)
+      out.push_back("--warmup auto: --lr-schedule inverse-sqrt decays from --warmup-steps' end; use constant, "
+                    "linear, cosine, wsd, step-decay or t-fixup");
+  } else if (!(auto_warmup == AutoWarmupSettings{})) {
+    out.push_back("--warmup-auto-* options need --warmup auto");
+  }
   return out;
 }
 
@@ -144,7 +161,17 @@ double learning_rate(const ScheduleConfig& c, int64_t update, int64_t epoch) {
   throw std::logic_error("unhandled ScheduleKind");
 }
 
-void to_json(nlohmann::json& j, const ScheduleConfig& c) { j = schedule_options().to_json(c); }
+// --warmup and its settings are written only for --warmup auto: the files of every other run
+// stay as they were (a missing "warmup" reads as fixed).
+void to_json(nlohmann::json& j, const ScheduleConfig& c) {
+  j = schedule_options().to_json(c);
+  if (c.warmup != WarmupMode::kAuto) return;
+  j["warmup"] = to_string(c.warmup);
+  j["warmup_auto"] = {{"every", c.auto_warmup.every},
+                      {"sentences", c.auto_warmup.sentences},
+                      {"lanczos_steps", c.auto_warmup.lanczos_steps},
+                      {"catapult", c.auto_warmup.catapult}};
+}
 
 void from_json(const nlohmann::json& j, ScheduleConfig& c) {
   c.kind = parse_schedule_kind(j.at("lr_schedule").get<std::string>(), "lr_schedule");
@@ -160,6 +187,13 @@ void from_json(const nlohmann::json& j, ScheduleConfig& c) {
   // Runs from before wsd: its defaults.
   c.wsd_decay_steps = j.value("wsd_decay_steps", int64_t{0});
   c.wsd_decay = parse_wsd_decay(j.value("wsd_decay", std::string("1-sqrt")), "wsd_decay");
+  c.warmup = warmup_modes().parse(j.value("warmup", std::string("fixed")), "warmup");
+  if (const auto a = j.find("warmup_auto"); a != j.end()) {
+    a->at("every").get_to(c.auto_warmup.every);
+    a->at("sentences").get_to(c.auto_warmup.sentences);
+    a->at("lanczos_steps").get_to(c.auto_warmup.lanczos_steps);
+    a->at("catapult").get_to(c.auto_warmup.catapult);
+  }
 }
 
 }  // namespace normlab::train

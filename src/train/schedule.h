@@ -27,6 +27,21 @@ enum class WsdDecay {
   kOneMinusSqrt,  // 1 - sqrt(x): Hägele et al. 2024's (1-sqrt), better than linear there
 };
 std::string to_string(WsdDecay d);
+// How the rate reaches --lr: --warmup-steps' linear ramp, or a ramp chosen while training from the
+// measured preconditioned sharpness (analysis/auto_warmup.h; docs/warmup.md).
+enum class WarmupMode { kFixed, kAuto };
+std::string to_string(WarmupMode m);
+
+// --warmup auto's measurements (docs/warmup.md): lambda_1(P^-1 H) on a probe set at update 0 and
+// every `every` updates of the ramp; the factor on the rate at most doubles per `every` updates.
+struct AutoWarmupSettings {
+  int64_t every = 10;          // --warmup-auto-every: updates between measurements
+  int64_t sentences = 8;       // --warmup-auto-sentences: the probe set, the first N validation pairs
+  int64_t lanczos_steps = 4;   // --warmup-auto-lanczos-steps: per measurement, warm-started
+  double catapult = 1.2;       // --warmup-auto-catapult: a training loss above this x its running mean
+                               // halves the factor (a loss catapult, Kalra & Barkeshli 2024)
+  bool operator==(const AutoWarmupSettings& o) const;
+};
 WsdDecay parse_wsd_decay(const std::string& s, const std::string& option = "--wsd-decay");
 std::string to_string(ScheduleKind k);
 // "constant|inverse-sqrt|linear|step-decay|t-fixup|cosine|wsd"; throws std::invalid_argument naming
@@ -52,6 +67,9 @@ struct ScheduleConfig {
   int64_t wsd_decay_steps = 0;    // --wsd-decay-steps D: wsd's cool-down, updates n in
                                   // [max_steps - D, max_steps); wsd needs 1 <= D <= max_steps - W
   WsdDecay wsd_decay = WsdDecay::kOneMinusSqrt;  // --wsd-decay linear|1-sqrt
+  WarmupMode warmup = WarmupMode::kFixed;  // --warmup fixed|auto; auto: warmup_steps must be 0 and
+                                           // learning_rate() is the target that the ramp scales
+  AutoWarmupSettings auto_warmup;          // --warmup-auto-*; in config.json only with --warmup auto
 
   // Every problem at once, one message each naming the option (empty when valid).
   std::vector<std::string> problems() const;

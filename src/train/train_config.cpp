@@ -83,7 +83,7 @@ std::vector<std::string> own_warmup_problems(const TrainConfig& c) {
 ScheduleConfig TrainConfig::rate_schedule() const {
   ScheduleConfig out = schedule;
   if (replaces_schedule(optimizer.kind)) out.warmup_steps = 0;
-  return out;
+  return out;  // --warmup auto: warmup_steps is 0, the rate is the target the ramp scales
 }
 
 std::vector<std::string> TrainConfig::problems() const {
@@ -118,6 +118,7 @@ std::vector<std::string> TrainConfig::problems() const {
 // and --init (the added layers' initialisation, recorded with --init-from only).
 void to_json(nlohmann::json& j, const TrainConfig& c) {
   j = train_options().to_json(c);
+  j["schedule"] = c.schedule;  // with --warmup auto's keys (schedule.cpp)
   j["model"] = c.model;
   j["precision"] = model::to_string(c.precision);
   if (c.model.kind != model::kEncoderOnly || c.model.classifier()) j.erase("masking");  // a masked LM's
@@ -137,6 +138,7 @@ std::vector<std::string> incompatible_changes(const nlohmann::json& saved, const
     j["model"].erase("src_vocab_size");  // filled in from the vocabulary
     j["model"].erase("tgt_vocab_size");
     if (!j.contains("precision")) j["precision"] = "fp32";  // runs from before --precision
+    if (!j["schedule"].contains("warmup")) j["schedule"]["warmup"] = "fixed";  // written for auto only
     return j;
   };
   const auto a = strip(saved), b = strip(now);

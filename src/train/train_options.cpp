@@ -231,6 +231,29 @@ const core::OptionTable<LossOptions>& loss_options() {
   return table;
 }
 
+// Every entry cli_only: schedule.cpp's to_json writes them with --warmup auto only.
+const core::OptionTable<AutoWarmupSettings>& auto_warmup_options() {
+  static const auto table = [] {
+    core::OptionTable<AutoWarmupSettings> t;
+    t.group("Optimisation");
+    t.add("--warmup-auto-every", "every", &AutoWarmupSettings::every,
+          "--warmup auto: updates between measurements of the ramp", at_least(1))
+        .cli_only();
+    t.add("--warmup-auto-sentences", "sentences", &AutoWarmupSettings::sentences,
+          "--warmup auto: the probe set, the first N validation pairs", at_least(1))
+        .cli_only();
+    t.add("--warmup-auto-lanczos-steps", "lanczos_steps", &AutoWarmupSettings::lanczos_steps,
+          "--warmup auto: Lanczos steps per measurement (warm-started)", at_least(1))
+        .cli_only();
+    t.add("--warmup-auto-catapult", "catapult", &AutoWarmupSettings::catapult,
+          "--warmup auto: a training loss above C x its running mean is a catapult and halves the rate",
+          finite(above(1)))
+        .cli_only();
+    return t;
+  }();
+  return table;
+}
+
 const core::OptionTable<ScheduleConfig>& schedule_options() {
   static const auto table = [] {
     core::OptionTable<ScheduleConfig> t;
@@ -260,6 +283,13 @@ const core::OptionTable<ScheduleConfig>& schedule_options() {
           "wsd: the cool-down's updates, the last before --max-steps (Hägele et al.: 20% of them)", at_least(0));
     t.add("--wsd-decay", "wsd_decay", &ScheduleConfig::wsd_decay, "wsd: the cool-down's shape",
           core::enum_codec(wsd_decays()));
+    // In config.json only with --warmup auto (schedule.cpp's to_json).
+    t.add("--warmup", "warmup", &ScheduleConfig::warmup,
+          "fixed: --warmup-steps' linear ramp; auto: the run chooses its ramp from the measured preconditioned "
+          "sharpness (docs/warmup.md)",
+          core::enum_codec(warmup_modes()))
+        .cli_only();
+    t.add_part(&ScheduleConfig::auto_warmup, auto_warmup_options(), "warmup_auto");
     return t;
   }();
   return table;
@@ -312,6 +342,11 @@ const core::EnumNames<ScheduleKind>& schedule_kinds() {
       {ScheduleKind::kLinear, "linear"},     {ScheduleKind::kStepDecay, "step-decay"},
       {ScheduleKind::kTFixup, "t-fixup"},    {ScheduleKind::kCosine, "cosine"},
       {ScheduleKind::kWsd, "wsd"}};
+  return names;
+}
+
+const core::EnumNames<WarmupMode>& warmup_modes() {
+  static const core::EnumNames<WarmupMode> names{{WarmupMode::kFixed, "fixed"}, {WarmupMode::kAuto, "auto"}};
   return names;
 }
 

@@ -78,7 +78,7 @@ void Trainer::update(const BatchOrder& batches) {
     return;
   }
   pos_.update = next;
-  const double lr = learning_rate(c_.rate_schedule(), pos_.update, pos_.epoch);
+  const double lr = rate(pos_.update, pos_.epoch);
   each([&](TrainCallback& cb) { cb.gradients_ready(pos_.update); });
   scaled_->step(lr, record_updates);
   const UpdateReport report{pos_.update, pos_.epoch,  pos_.next_batch,        static_cast<int64_t>(batches.size()),
@@ -100,6 +100,12 @@ void Trainer::update(const BatchOrder& batches) {
     save({update_checkpoint_name(pos_.epoch, pos_.update), "checkpoint_last.pt"});
     dir_->prune(c_.keep_last);
   }
+}
+
+double Trainer::rate(int64_t update, int64_t epoch) const {
+  double lr = learning_rate(c_.rate_schedule(), update, epoch);
+  for (const auto& cb : callbacks_) lr *= cb->rate_factor(update);
+  return lr;
 }
 
 bool Trainer::last_update(int64_t n_batches) const {

@@ -46,6 +46,7 @@ class Trainer {
   void validate_and_save(bool end_of_epoch, bool last);  // last: the run's final validation
   bool update_checkpoint_due() const;                     // --save-interval-updates at this update
   bool validation_due() const;                            // --validate-interval-updates at this update
+  double rate(int64_t update, int64_t epoch) const;  // the schedule's times the callbacks' rate_factor
   bool last_update(int64_t n_batches) const;  // no update follows this one (of an epoch of n_batches)
   Sums validate(const Corpus& corpus);
   void save(const std::vector<std::string>& names);

@@ -113,7 +113,7 @@ void Trainer::begin() {
   static const model::TensorMap kNothing;
   context_.reset(new RunContext{c_, net_, dir_->path().string(), pos_.update, pos_.epoch, planned, dp_.writer(),
                                 dp_.group(), device_, *vocab_, valid_, resumed_ ? resumed_->extra_tensors : kNothing,
-                                *optimizer_});
+                                *optimizer_, [this](int64_t n, int64_t e) { return rate(n, e); }});
   callbacks_.insert(callbacks_.begin(), std::make_unique<Progress>(*dir_, [this] { return wall(); }));
   each([&](TrainCallback& cb) { cb.train_begins(*context_); });
 }
