@@ -28,7 +28,7 @@ using recipe::CsvTable;
 // The result files a folder may hold; a folder with none of them is not a result folder.
 const char* const kResultFiles[] = {"metrics.jsonl", "grad_norms.csv", "hidden_norms.csv", "sweep.csv",
                                     "trace/histograms.csv", "trace/ln_inputs.csv", "perturb.csv", "density.csv",
-                                    "per_block.csv", "evaluate.json", "curvature.jsonl"};
+                                    "per_block.csv", "evaluate.json", "curvature.jsonl", "warmup.jsonl"};
 
 // One folder given to the report: a recipe run (run.json + cells/) or a single result folder.
 struct Source {
@@ -394,6 +394,34 @@ void curvature_figures(const Source& s, const std::string& fig_dir, std::vector<
   }
 }
 
+// ---- --warmup auto: the rate chosen against the update, beside the target and the rate that the
+// measured sharpness says is stable, T / lambda (docs/warmup.md) ----
+void warmup_figures(const Source& s, const std::string& fig_dir, std::vector<FigureRef>& out) {
+  for (const auto& c : s.cells) {
+    if (!has(c, "warmup.jsonl")) continue;
+    const auto t = recipe::read_table(c.dir + "/warmup.jsonl");
+    LineFigure f = line_figure(s.prefix + "warmup-" + c.name, c.name + ": the rate --warmup auto chose", "update",
+                               "learning rate", /*logy=*/true);
+    const int step = t.column("step"), lr = t.column("lr"), target = t.column("target_lr"),
+              stable = t.column("stable_factor");
+    if (step < 0 || lr < 0 || target < 0) continue;
+    Series chosen = series("lr of the next update"), goal = series("target lr", true),
+           limit = series("stable at the measured sharpness, T / lambda", true);
+    for (const auto& row : t.rows) {
+      const double x = to_double(row[step]), y = to_double(row[lr]), g = to_double(row[target]);
+      if (std::isfinite(x) && y > 0) chosen.points.emplace_back(x, y);
+      if (std::isfinite(x) && g > 0) goal.points.emplace_back(x, g);
+      const double st = stable < 0 ? NAN : to_double(row[stable]);
+      if (std::isfinite(x) && st > 0 && g > 0) limit.points.emplace_back(x, st * g);
+    }
+    for (auto* line : {&chosen, &goal, &limit})
+      if (!line->points.empty()) f.series.push_back(*line);
+    if (!f.series.empty() && draw(f, fig_dir))
+      out.push_back({"warmup", f.name, "The rate --warmup auto chose at each decision, its target, and the rate "
+                                       "stable at the measured preconditioned sharpness (" + c.name + ", warmup.jsonl)"});
+  }
+}
+
 // ---- final loss against the learning rate: cells that differ only in a grid key `lr` ----
 void lr_grid_figure(const Source& s, const std::string& fig_dir, std::vector<FigureRef>& out) {
   std::map<std::string, std::map<double, double>> lines;  // configuration -> lr -> final valid loss
@@ -622,6 +650,7 @@ ReportSummary write_report(const ReportOptions& options) {
     trace_figures(s, fig_dir, figures);
     perturb_figures(s, fig_dir, figures, tables);
     curvature_figures(s, fig_dir, figures);
+    warmup_figures(s, fig_dir, figures);
     lr_grid_figure(s, fig_dir, figures);
     logit_figures(s, fig_dir, figures);
     hessian_figures(s, fig_dir, figures, tables);

@@ -27,7 +27,8 @@ const std::set<std::string> kFlags = {
     "--schedule-free-weight-lr-power", "--fp16-init-scale",
     "--fp16-scale-window", "--min-loss-scale", "--clip-norm", "--label-smoothing", "--ls-formula", "--z-loss", "--lr",
     "--lr-schedule", "--warmup-steps", "--warmup-init-lr", "--min-lr", "--lr-decay-epochs", "--lr-decay-factor",
-    "--lr-decay-count", "--tfixup-decay-steps", "--wsd-decay-steps", "--wsd-decay", "--max-epochs", "--max-steps",
+    "--lr-decay-count", "--tfixup-decay-steps", "--wsd-decay-steps", "--wsd-decay", "--warmup", "--warmup-auto-every", "--warmup-auto-sentences",
+    "--warmup-auto-lanczos-steps", "--warmup-auto-catapult", "--max-epochs", "--max-steps",
     "--stop-time-hours", "--out",
     "--log-interval", "--save-interval", "--save-interval-updates", "--validate-interval-updates", "--keep-last",
     "--seed", "--fail-on-divergence", "--mask-prob", "--leave-unmasked-prob", "--random-token-prob",
@@ -117,6 +118,24 @@ TEST(TrainOptions, ConfigJsonOfAMaskedLmHasItsMasking) {
   auto keys = kKeys;
   for (const char* key : {"masking.mask_prob", "masking.leave_unmasked_prob", "masking.random_token_prob"}) keys.insert(key);
   EXPECT_EQ(leaves(masked), keys);
+}
+
+// --warmup auto's keys are written for such a run only (every other run's config.json is as before).
+TEST(TrainOptions, ConfigJsonOfAnAutoWarmupRunHasItsSettings) {
+  TrainConfig ramp;
+  ramp.schedule.warmup = WarmupMode::kAuto;
+  auto keys = kKeys;
+  for (const char* key : {"schedule.warmup", "schedule.warmup_auto.every", "schedule.warmup_auto.sentences",
+                          "schedule.warmup_auto.lanczos_steps", "schedule.warmup_auto.catapult"})
+    keys.insert(key);
+  EXPECT_EQ(leaves(ramp), keys);
+  nlohmann::json j;
+  to_json(j, ramp);
+  EXPECT_EQ(j["schedule"]["warmup"], "auto");
+  ScheduleConfig back;
+  from_json(j["schedule"], back);
+  EXPECT_EQ(back.warmup, WarmupMode::kAuto);
+  EXPECT_EQ(back.auto_warmup, ramp.schedule.auto_warmup);
 }
 
 TEST(TrainOptions, ConfigJsonValuesKeepTheirForm) {

@@ -1,0 +1,186 @@
+#!/usr/bin/env python3
+"""Tables of recipes/warmup_auto.toml's run (docs/results.md, "Warm-up that chooses itself").
+
+    python3 scripts/warmup_auto.py RUN_DIR [--csv FILE] [--md FILE]
+
+Reads every cell's metrics.jsonl (the last validation loss; a diverged run counts as +inf) and an
+auto cell's warmup.jsonl (the ramp's length, its measurements' seconds). Writes RUN_DIR/
+warmup_auto.csv (one row per cell and seed: what docs/data/warmup_auto/ keeps) and RUN_DIR/
+warmup_auto.md (the tables), and prints the summary.
+
+One margin everywhere: a loss a is worse than b when a > b + max(0.02, 0.01 b).
+- tuned: per configuration (scheme, lr), the fixed warm-up (w0, w1, w5, w10, w25) of lowest mean
+  final loss over the seeds; an arm meets the aim when its mean is not worse than tuned's.
+- needs warm-up (the truth of issue 37 §1): w0 is worse than the best of w1..w25 of the same seed
+  in at least 2 of the 3 seeds.
+- never diverging where a tuned warm-up trains: per seed, an arm diverged while some fixed arm did not.
+- time: an auto cell's wall time against the mean of the same configuration and seed's fixed
+  arms, and the share of its wall time spent measuring (warmup.jsonl's seconds)."""
+import argparse
+import csv
+import json
+import math
+import os
+import re
+import statistics
+import sys
+
+FIXED = ["w0", "w1", "w5", "w10", "w25"]
+OTHERS = ["auto", "radam", "giadam", "mayarats"]
+CELL = re.compile(r"^(?P<arm>[a-z0-9]+)_lr=(?P<lr>[^_]+)_scheme=(?P<scheme>.+)_seed=(?P<seed>\d+)$")
+
+
+def margin(b):
+    return max(0.02, 0.01 * b) if math.isfinite(b) else 0.0
+
+
+def worse(a, b):
+    return a > b + margin(b)
+
+
+def read_cell(path):
+    recs = [json.loads(l) for l in open(os.path.join(path, "metrics.jsonl"))]
+    if any(r.get("event") == "diverged" for r in recs):
+        return math.inf, None
+    valid = [r["valid_loss"] for r in recs if r.get("valid_loss") is not None]
+    walls = [r["wall_s"] for r in recs if "wall_s" in r]
+    if not valid:
+        raise SystemExit(f"warmup_auto.py: {path}/metrics.jsonl has no validation record (an unfinished cell?)")
+    return valid[-1], (walls[-1] if walls else None)
+
+
+def read_ramp(path):
+    f = os.path.join(path, "warmup.jsonl")
+    if not os.path.exists(f):
+        return {}
+    recs = [json.loads(l) for l in open(f)]
+    done = [r["step"] for r in recs if r["decision"] == "done"]
+    return {"ramp_updates": done[0] if done else "",
+            "start_factor": recs[0]["factor"],
+            "holds": sum(r["decision"] == "hold" for r in recs),
+            "catapults": sum(r["decision"] == "catapult" for r in recs),
+            "measure_s": sum(r.get("seconds", 0.0) for r in recs)}
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("run")
+    p.add_argument("--csv")
+    p.add_argument("--md")
+    a = p.parse_args()
+    cells = os.path.join(a.run, "cells")
+    if not os.path.isdir(cells):
+        sys.exit(f"warmup_auto.py: {cells}: no such folder (run recipes/warmup_auto.toml into {a.run} first)")
+    rows = []
+    for name in sorted(os.listdir(cells)):
+        m = CELL.match(name)
+        if not m or m["arm"] not in FIXED + OTHERS:
+            continue
+        loss, wall = read_cell(os.path.join(cells, name))
+        row = {"arm": m["arm"], "scheme": m["scheme"], "lr": float(m["lr"]), "seed": int(m["seed"]),
+               "valid_loss": loss, "diverged": int(not math.isfinite(loss)), "wall_s": wall}
+        row.update(read_ramp(os.path.join(cells, name)))
+        rows.append(row)
+    if not rows:
+        sys.exit(f"warmup_auto.py: no cell of recipes/warmup_auto.toml in {cells}")
+
+    res = {(r["arm"], r["scheme"], r["lr"], r["seed"]): r for r in rows}
+    configs = sorted({(r["scheme"], r["lr"]) for r in rows})
+    seeds = sorted({r["seed"] for r in rows})
+    arms = [x for x in FIXED + OTHERS if any(r["arm"] == x for r in rows)]
+
+    def loss(arm, s, lr, k):
+        r = res.get((arm, s, lr, k))
+        return r["valid_loss"] if r else None
+
+    def mean(arm, s, lr):
+        v = [loss(arm, s, lr, k) for k in seeds if loss(arm, s, lr, k) is not None]
+        return statistics.fmean(v) if v and all(math.isfinite(x) for x in v) else (math.inf if v else None)
+
+    table, verdicts = [], {x: [0, 0] for x in arms}  # arm -> [met, configurations]
+    diverged_where_fixed_trains = {x: 0 for x in OTHERS}
+    confusion = {"needs": 0, "not": 0}
+    for s, lr in configs:
+        means = {x: mean(x, s, lr) for x in arms}
+        fixed = {x: means[x] for x in FIXED if means.get(x) is not None}
+        best = min(fixed, key=fixed.get)
+        worse_seeds = 0
+        for k in seeds:
+            w = [loss(x, s, lr, k) for x in FIXED[1:] if loss(x, s, lr, k) is not None]
+            if loss("w0", s, lr, k) is not None and w and worse(loss("w0", s, lr, k), min(w)):
+                worse_seeds += 1
+            trains = any(loss(x, s, lr, k) is not None and math.isfinite(loss(x, s, lr, k)) for x in FIXED)
+            for x in OTHERS:
+                v = loss(x, s, lr, k)
+                if v is not None and not math.isfinite(v) and trains:
+                    diverged_where_fixed_trains[x] += 1
+        needs = 2 * worse_seeds >= len(seeds) + (len(seeds) % 2)  # 2 of 3
+        confusion["needs" if needs else "not"] += 1
+        line = {"scheme": s, "lr": lr, "tuned": best, "tuned_loss": fixed[best], "needs_warmup": int(needs),
+                "seeds_worse_without": worse_seeds}
+        for x in arms:
+            if means[x] is None:
+                continue
+            line[x] = means[x]
+            verdicts[x][1] += 1
+            verdicts[x][0] += int(not worse(means[x], fixed[best]))
+        ramps = [res[("auto", s, lr, k)].get("ramp_updates") for k in seeds if ("auto", s, lr, k) in res]
+        line["auto_ramp"] = "/".join(str(v) for v in ramps)
+        table.append(line)
+
+    time_ratio, measure_share = [], []
+    for r in rows:
+        if r["arm"] != "auto" or r["wall_s"] is None:
+            continue
+        fixed_walls = [res[(x, r["scheme"], r["lr"], r["seed"])]["wall_s"] for x in FIXED
+                       if (x, r["scheme"], r["lr"], r["seed"]) in res and res[(x, r["scheme"], r["lr"], r["seed"])]["wall_s"]]
+        if fixed_walls:
+            time_ratio.append(r["wall_s"] / statistics.fmean(fixed_walls))
+        measure_share.append(r.get("measure_s", 0.0) / r["wall_s"])
+
+    out_csv = a.csv or os.path.join(a.run, "warmup_auto.csv")
+    keys = ["arm", "scheme", "lr", "seed", "valid_loss", "diverged", "wall_s", "ramp_updates", "start_factor",
+            "holds", "catapults", "measure_s"]
+    with open(out_csv + ".tmp", "w", newline="") as f:
+        wr = csv.DictWriter(f, fieldnames=keys, extrasaction="ignore")
+        wr.writeheader()
+        for r in rows:
+            wr.writerow({k: r.get(k, "") for k in keys})
+    os.replace(out_csv + ".tmp", out_csv)
+
+    fmt = lambda v: "diverged" if v == math.inf else f"{v:.3f}"
+    md = ["| scheme | lr | needs warm-up (seeds) | tuned | " + " | ".join(arms) + " | auto's ramp (updates) |",
+          "|---|---:|---|---|" + "---:|" * len(arms) + "---|"]
+    for t in table:
+        cells_ = []
+        for x in arms:
+            v = t.get(x)
+            if v is None:
+                cells_.append("")
+                continue
+            mark = "" if not worse(v, t["tuned_loss"]) else " ✗"
+            cells_.append(("**" + fmt(v) + "**" if x == t["tuned"] else fmt(v)) + mark)
+        md.append(f"| {t['scheme']} | {t['lr']:g} | {'yes' if t['needs_warmup'] else 'no'} ({t['seeds_worse_without']}/"
+                  f"{len(seeds)}) | {t['tuned']} | " + " | ".join(cells_) + f" | {t['auto_ramp']} |")
+    md.append("")
+    md.append("| arm | within the margin of the tuned warm-up | diverged in a seed where a fixed warm-up trains |")
+    md.append("|---|---:|---:|")
+    for x in arms:
+        met, n = verdicts[x]
+        md.append(f"| {x} | {met}/{n} ({100 * met / n:.0f}%) | {diverged_where_fixed_trains.get(x, '')} |")
+    md.append("")
+    md.append(f"Configurations that need warm-up: {confusion['needs']} of {confusion['needs'] + confusion['not']}.")
+    if time_ratio:
+        md.append(f"auto's wall time / the fixed arms' (same configuration and seed): median "
+                  f"{statistics.median(time_ratio):.3f}, max {max(time_ratio):.3f}; share spent measuring: median "
+                  f"{100 * statistics.median(measure_share):.1f}%, max {100 * max(measure_share):.1f}%.")
+    out_md = a.md or os.path.join(a.run, "warmup_auto.md")
+    with open(out_md + ".tmp", "w") as f:
+        f.write("\n".join(md) + "\n")
+    os.replace(out_md + ".tmp", out_md)
+    print("\n".join(md))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
