@@ -17,7 +17,8 @@ huang_table1, huang_fig2_3, huang_fig3c, huang_fig4b, schemes, schemes_2025, hes
 advise_grid (with scripts/advise_confusion.py's table against the cells' own files), sharpness,
 lr_sensitivity (scripts/lr_sensitivity.py against the cells' own records), optimizer_warmup,
 lr_transfer_width (scripts/lr_transfer.py's best lrs against the cells' own records, mup = sp at the
-base width, two verdicts recomputed) and dt_fixup (its frozen cell's trained parameters against the pretrained checkpoint, by torch.load; the authors' form without norms in its added layers, dt-fixup-postln with them).
+base width, two verdicts recomputed), warmup_auto (scripts/warmup_auto.py's rows against the cells' own
+records, each auto ramp's start against 38 / (lambda_0 lr); scripts/warmup_predictor.py runs) and dt_fixup (its frozen cell's trained parameters against the pretrained checkpoint, by torch.load; the authors' form without norms in its added layers, dt-fixup-postln with them).
 `recipe.lm_recipes_smoke` runs the decoder-only lm_sharpness and the encoder-only xiong_fig5, with
 --data ../shared/data/lm (a recipe without a [synth] task reads that text)."""
 import csv
@@ -58,6 +59,7 @@ FIGURES = {
                      "curvature-pre-ln-nowarm", "curvature-gpt2-nowarm", "curvature-t-fixup-nowarm",
                      "curvature-admin-nowarm"},
     "xiong_fig5": {"valid-loss", "train-loss"},
+    "warmup_auto": {"valid-loss", "train-loss", "warmup-auto_lr=0.01_scheme=post-ln_seed=1"},
     "optimizer_warmup": {"valid-loss", "train-loss", "lr-grid"},
     "lr_transfer_width": {"valid-loss", "train-loss", "lr-grid"},
     "sharpness": {"valid-loss", "train-loss", "curvature-post-ln-nowarm", "curvature-post-ln-warm",
@@ -324,6 +326,32 @@ def main():
             want = "reproduced" if final["wsd"] - final["cosine"] < 0.02 else "not reproduced"
             text = next(c["text"] for c in claims if c["rule"].startswith("final_valid_loss(wsd)"))
             check(verdicts[text] == want, f"optimizer_warmup: WSD claim {verdicts[text]}, Python says {want}")
+
+        if name == "warmup_auto":
+            # scripts/warmup_auto.py: a row per training cell, its loss the cell's last validation
+            # loss; each auto cell's ramp starts at min(1, 38 / (lambda_0 lr)) (Adam at beta1 0.9);
+            # scripts/warmup_predictor.py: a row per probe cell.
+            scripts = os.path.join(os.path.dirname(args.recipes), "scripts")
+            r = subprocess.run([sys.executable, os.path.join(scripts, "warmup_auto.py"), out], capture_output=True,
+                               text=True, timeout=60)
+            check(r.returncode == 0, f"warmup_auto.py: {r.stderr[-400:]}")
+            table = rows(os.path.join(out, "warmup_auto.csv")) if r.returncode == 0 else []
+            trained = [c for c in cells if not c.startswith("probe_")]
+            check(len(table) == len(trained), f"warmup_auto.csv rows {len(table)} for {len(trained)} cells")
+            for t in table:
+                c = f"{t['arm']}_lr={t['lr']}_scheme={t['scheme']}_seed={t['seed']}"
+                recs = [json.loads(l) for l in open(os.path.join(cell(c), "metrics.jsonl"))]
+                v = [x["valid_loss"] for x in recs if x.get("valid_loss") is not None]
+                check(v and close(float(t["valid_loss"]), v[-1], 1e-12), f"warmup_auto.csv {c}: {t['valid_loss']} vs {v}")
+                if t["arm"] == "auto":
+                    first = json.loads(open(os.path.join(cell(c), "warmup.jsonl")).readline())
+                    want = min(1.0, 38 / (first["preconditioned_lambda_max"] * float(t["lr"])))
+                    check(close(first["factor"], want, 1e-12), f"{c}: start factor {first['factor']} vs {want}")
+            r = subprocess.run([sys.executable, os.path.join(scripts, "warmup_predictor.py"), out, "--fit-schemes",
+                                "post-ln"], capture_output=True, text=True, timeout=60)
+            check(r.returncode == 0, f"warmup_predictor.py: {r.stderr[-400:]}")
+            probes = rows(os.path.join(out, "warmup_predictor.csv")) if r.returncode == 0 else []
+            check(len(probes) == len([c for c in cells if c.startswith("probe_")]), f"warmup_predictor.csv rows")
 
         if name == "lr_transfer_width":
             # scripts/lr_transfer.py's best lr per configuration and width against each cell's own
