@@ -18,6 +18,10 @@
 
 namespace normlab::analysis {
 
+namespace {
+constexpr double kReached = 1e-9;  // a factor this close to 1 has reached the target
+}  // namespace
+
 std::string ramp_start(RampState& s, double stable, int64_t every) {
   s.factor = std::min(1.0, stable);
   s.growth = std::pow(2.0, 1.0 / static_cast<double>(every));
@@ -50,7 +54,9 @@ std::string ramp_after_update(RampState& s, double loss, double stable, int64_t 
     }
   }
   s.factor = std::min(1.0, s.factor * s.growth);
-  if (s.factor >= 1.0) {
+  // A ramp planned to reach 1 lands a rounding error short of it: (1/f)^(1/every) to the every-th.
+  if (s.factor >= 1.0 - kReached) {
+    s.factor = 1.0;
     s.done = true;
     return "done";
   }

@@ -73,5 +73,19 @@ TEST(AutoWarmup, EndsAtTheTarget) {
   EXPECT_TRUE(s.done);
 }
 
+// A ramp planned to end at the target ends there, although (1/f)^(1/every) multiplied every
+// times lands a rounding error short of 1.
+TEST(AutoWarmup, APlannedEndIsReachedDespiteRounding) {
+  for (const double f0 : {0.3, 0.7, 0.123456789, 0.9}) {
+    RampState s;
+    ramp_start(s, f0, 7);
+    std::string last;
+    for (int n = 1; n <= 70 && !s.done; ++n) last = ramp_after_update(s, 5.0, n % 7 == 0 ? 1e9 : kNoMeasurement, 7, 1.2, false);
+    EXPECT_TRUE(s.done) << f0;
+    EXPECT_EQ(last, "done") << f0;
+    EXPECT_EQ(s.factor, 1.0) << f0;
+  }
+}
+
 }  // namespace
 }  // namespace normlab::analysis
