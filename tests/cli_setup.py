@@ -107,6 +107,20 @@ def tiny_train(normlab, prefix, out, *more):
             "--threads", "1", "--device", DEVICE, *map(str, more), "--out", out]
 
 
+def kill_when(argv, marker, delay=0.0):
+    """Starts `argv`, SIGKILLs it `delay` s after the file `marker` appears (or when it ends by
+    itself first) and waits for it: a run killed at a known point, to be resumed."""
+    import signal
+    import subprocess
+    import time
+    proc = subprocess.Popen(argv, stderr=subprocess.DEVNULL)
+    while not os.path.exists(marker) and proc.poll() is None:
+        time.sleep(0.005)
+    time.sleep(delay)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+
+
 def free_port():
     """A TCP port on 127.0.0.1 free at the moment of asking (for a rank-0 store)."""
     with socket.socket() as s:

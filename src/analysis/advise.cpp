@@ -16,6 +16,7 @@
 #include "core/problems.h"
 #include "model/model.h"
 #include "model/model.h"
+#include "model/width.h"
 
 namespace normlab::analysis {
 namespace {
@@ -60,6 +61,7 @@ std::vector<std::string> AdviseConfig::problems() const {
   if (!(label_smoothing >= 0 && label_smoothing < 1)) p.push_back("--label-smoothing must be in [0, 1)");
   for (auto& q : optimizer.problems()) p.push_back(q);
   if (auto q = curvature_problem(optimizer)) p.push_back(*q);
+  if (auto q = model::one_rate_problem(model, "advise")) p.push_back(*q);
   for (auto& q : inputs.problems()) p.push_back(q);
   return p;
 }

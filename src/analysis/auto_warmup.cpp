@@ -13,6 +13,7 @@
 #include "analysis/curvature.h"
 #include "analysis/hvp.h"
 #include "analysis/lanczos.h"
+#include "model/width.h"
 #include "train/run_dir.h"
 #include "train/schedule.h"
 
@@ -80,9 +81,7 @@ class AutoWarmup final : public train::TrainCallback {
     std::vector<std::string> out;
     if (const auto problem = curvature_problem(optimizer_)) out.push_back("--warmup auto: " + *problem);
     if (pretrained_lr_scale_ != 1.0) out.push_back("--warmup auto measures one rate for every parameter: not with --pretrained-lr-scale");
-    if (model_.parametrisation != model::Parametrisation::kSp)
-      out.push_back("--warmup auto measures one rate for every parameter: not with --parametrisation " +
-                    model::to_string(model_.parametrisation) + "'s per-parameter lr");
+    if (auto p = model::one_rate_problem(model_, "--warmup auto")) out.push_back(*p);
     return out;
   }
 

@@ -15,6 +15,7 @@
 #include "model/seq2seq.h"
 #include "train/criterion.h"
 #include "train/optimizer.h"
+#include "model/width.h"
 
 namespace normlab::analysis {
 namespace {
@@ -94,6 +95,8 @@ std::vector<std::string> PerturbConfig::problems() const {
   if (!(lr > 0)) p.push_back("--lr must be > 0");
   if (seeds < 1) p.push_back("--seeds must be >= 1, got " + std::to_string(seeds));
   if (batches < 1) p.push_back("--batches must be >= 1, got " + std::to_string(batches));
+  if (delta == DeltaKind::kAdam)
+    if (auto q = model::one_rate_problem(model, "--delta adam")) p.push_back(*q);
   for (auto& q : inputs.problems()) p.push_back(q);
   return p;
 }

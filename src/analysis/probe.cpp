@@ -28,6 +28,7 @@
 #include "model/model.h"
 #include "model/seq2seq.h"
 #include "train/criterion.h"
+#include "model/width.h"
 
 namespace normlab::analysis {
 namespace {
@@ -602,6 +603,7 @@ std::vector<std::string> ProbeConfig::critical_lr_problems() const {
   if (lanczos_steps < 1) p.push_back("--lanczos-steps must be >= 1");
   if (precision != model::Precision::kFp32)
     p.push_back("--critical-lr measures curvature: it runs in fp32 (REFERENCE §7)");
+  if (auto q = model::one_rate_problem(model, "--critical-lr")) p.push_back(*q);
   return p;
 }
 

@@ -65,11 +65,18 @@ nlohmann::json ModelImpl::common_manifest() const {
                            {"dyt_alpha_init", kDyTAlphaInit}};
   if (config_.has_encoder()) scheme["encoder_alpha"] = stack_constants(config_, /*decoder=*/false).deepnorm_alpha;
   if (config_.has_decoder()) scheme["decoder_alpha"] = stack_constants(config_, /*decoder=*/true).deepnorm_alpha;
-  return {{"scheme", std::move(scheme)},
-          {"special_tokens", {{"bos", kBos}, {"pad", kPad}, {"eos", kEos}, {"unk", kUnk}}},
-          {"position_offset", kPositionOffset},
-          {"embed_scale", embedding_scale(config_)},
-          {"layer_norm_eps", kNormEps}};
+  nlohmann::json out = {{"scheme", std::move(scheme)},
+                        {"special_tokens", {{"bos", kBos}, {"pad", kPad}, {"eos", kEos}, {"unk", kUnk}}},
+                        {"position_offset", kPositionOffset},
+                        {"embed_scale", embedding_scale(config_)},
+                        {"layer_norm_eps", kNormEps}};
+  // muP's two forward multipliers (model/width.h), for a reader of the exported weights; an sp
+  // model's are 1/sqrt(D) and 1, as every export before muP said nothing of them.
+  if (config_.parametrisation != Parametrisation::kSp) {
+    out["attention_scale"] = attention_scale(config_);
+    out["readout_multiplier"] = readout_multiplier(config_);
+  }
+  return out;
 }
 
 PrecisionGuard ModelImpl::precision_guard() const { return PrecisionGuard(precision_, device()); }

@@ -63,4 +63,10 @@ int infinite_dims(const std::vector<int64_t>& shape, const std::vector<int64_t>&
   return n;
 }
 
+std::optional<std::string> one_rate_problem(const ModelConfig& c, const std::string& what) {
+  if (c.parametrisation == Parametrisation::kSp) return std::nullopt;
+  return what + " measures one lr for every parameter: not with --parametrisation " + to_string(c.parametrisation) +
+         "'s per-parameter lr (docs/width.md)";
+}
+
 }  // namespace normlab::model

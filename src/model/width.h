@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,5 +36,10 @@ double readout_multiplier(const ModelConfig& c);
 std::map<std::string, std::vector<int64_t>> base_shapes(const ModelConfig& c);
 // mup's InfShape::ninf(): the dimensions of `shape` whose size differs from `base`'s.
 int infinite_dims(const std::vector<int64_t>& shape, const std::vector<int64_t>& base);
+
+// Why `what` (an instrument that steps every parameter at one lr: curvature thresholds, the
+// critical lr, an Adam-step perturbation, --warmup auto) cannot run on `c`: muP's per-parameter
+// lr (docs/width.md); nullopt under sp.
+std::optional<std::string> one_rate_problem(const ModelConfig& c, const std::string& what);
 
 }  // namespace normlab::model

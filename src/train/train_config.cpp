@@ -4,6 +4,7 @@
 
 #include "train/mup_lr.h"
 #include "train/train_options.h"
+#include "model/width.h"
 
 namespace normlab::train {
 
@@ -107,9 +108,8 @@ std::vector<std::string> TrainConfig::problems() const {
   for (auto& p : model_kind_problems(*this)) out.push_back(p);
   if (init_from.pretrained_lr_scale != 1.0 && curvature.every > 0)
     out.push_back("--curvature-every measures one lr for every parameter: not with --pretrained-lr-scale");
-  if (model.parametrisation != model::Parametrisation::kSp && curvature.every > 0)
-    out.push_back("--curvature-every measures one lr for every parameter: not with --parametrisation " +
-                  model::to_string(model.parametrisation) + "'s per-parameter lr");
+  if (curvature.every > 0)
+    if (auto p = model::one_rate_problem(model, "--curvature-every")) out.push_back(*p);
   for (auto& p : mup_optimizer_problems(model, optimizer)) out.push_back(p);
   return out;
 }

@@ -13,12 +13,9 @@
   fixed run's folder is not resumed with --warmup auto;
 - bad combinations are refused in one line naming the option."""
 import json
-import math
 import os
-import signal
 import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import cli_setup  # noqa: E402
@@ -91,12 +88,7 @@ def main():
 
     # Killed after update 10's checkpoint, resumed: the same records, losses and rates.
     killed = w("killed")
-    proc = subprocess.Popen(argv(killed), stderr=subprocess.DEVNULL)
-    marker = os.path.join(killed, "checkpoints", "checkpoint_1_10.pt")
-    while not os.path.exists(marker) and proc.poll() is None:
-        time.sleep(0.005)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    cli_setup.kill_when(argv(killed), os.path.join(killed, "checkpoints", "checkpoint_1_10.pt"))
     r = subprocess.run(argv(killed), capture_output=True, text=True)
     check(r.returncode == 0 and "resuming at update" in r.stderr, f"resume failed: {r.stderr[-600:]}")
     strip = lambda rs: [{k: v for k, v in x.items() if k != "seconds"} for x in rs]

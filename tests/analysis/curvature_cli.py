@@ -8,10 +8,8 @@ import csv
 import json
 import math
 import os
-import signal
 import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import cli_setup  # noqa: E402
@@ -41,12 +39,7 @@ def main():
               x["lambda_max"] > 0 and x["preconditioner"] == "next", f"record fields: {x}")
     check(recs[0]["lr"] == 0 and recs[0]["threshold"] is None, f"update 0 at lr 0: no threshold: {recs[0]}")
 
-    proc = subprocess.Popen(argv(killed), stderr=subprocess.DEVNULL)
-    marker = os.path.join(killed, "checkpoints", "checkpoint_1_10.pt")
-    while not os.path.exists(marker) and proc.poll() is None:
-        time.sleep(0.005)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    cli_setup.kill_when(argv(killed), os.path.join(killed, "checkpoints", "checkpoint_1_10.pt"))
     r = subprocess.run(argv(killed), capture_output=True, text=True)
     check(r.returncode == 0 and "resuming at update" in r.stderr, f"resume failed: {r.stderr}")
     strip = lambda rs: [{k: v for k, v in x.items() if k != "seconds"} for x in rs]

@@ -108,6 +108,17 @@ TEST(Width, Multipliers) {
   EXPECT_DOUBLE_EQ(model::embedding_scale(sp), 8.0);
 }
 
+// normlab export's weights.json (the model's manifest) says a mup model's two forward multipliers,
+// D = 32, D0 = 8 and m = 4 as above; an sp model's file has neither key (as before muP).
+TEST(Width, TheManifestHasMupsMultipliers) {
+  const auto mup = model::create_model(tiny(model::kEncoderDecoder, 64, Parametrisation::kMup, 16))->manifest();
+  EXPECT_NEAR(mup.at("attention_scale").get<double>(), std::sqrt(8.0) / 32.0, 1e-15);
+  EXPECT_DOUBLE_EQ(mup.at("readout_multiplier").get<double>(), 0.25);
+  const auto sp = model::create_model(tiny(model::kDecoderOnly, 64))->manifest();
+  EXPECT_FALSE(sp.contains("attention_scale"));
+  EXPECT_FALSE(sp.contains("readout_multiplier"));
+}
+
 // mup/optim.py: MuAdam divides the lr of matrix-like parameters by width_mult; MuSGD multiplies
 // the lr of vector-like ones by it.
 TEST(Width, LrScalesAreMuAdamsAndMuSgds) {

@@ -15,10 +15,8 @@ the final validation and --test, which a re-run then never wrote) ends with ever
 import json
 import os
 import random
-import signal
 import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import cli_setup  # noqa: E402
@@ -55,12 +53,7 @@ def records(run_dir):
 def kill_and_resume(run, out, marker, delay):
     """Starts run(out), SIGKILLs it `delay` s after `marker` appears, runs it again; the second
     run's stderr, or None (and a message) when it failed or did not resume."""
-    proc = subprocess.Popen(run(out), stderr=subprocess.DEVNULL)
-    while not os.path.exists(os.path.join(out, "checkpoints", marker)) and proc.poll() is None:
-        time.sleep(0.005)
-    time.sleep(delay)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    cli_setup.kill_when(run(out), os.path.join(out, "checkpoints", marker), delay)
     resumed = subprocess.run(run(out), capture_output=True, text=True)
     if resumed.returncode != 0:
         print("resume failed:", resumed.stderr)
