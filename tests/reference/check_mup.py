@@ -20,8 +20,9 @@ of the normlab checkpoint at width C, the same class at the base width C0 and at
             sqrt(D0)/D, the README's "8/d") and the readout input x output_mult / width_mult()
             read off the package's MuReadout (its forward checked to be that product), against
             `normlab score` of the same float64 mup checkpoint: loss, nll and every gradient
-            (relative error < 1e-6). normlab's weights.json has neither multiplier, so both are
-            computed here from the package's width_mult.
+            (relative error < 1e-6). weights.json's own `attention_scale` and
+            `readout_multiplier` (normlab export) must equal the package's to 1e-12; the
+            reference is given the package's.
   init      at two widths (2 C0 and 4 C0): the package's initialisation of the reference
             (`mup.init.xavier_uniform_` with fairseq's gains for the hidden matrices,
             `mup.init.normal_` with the base width's std for tables, the sp draw of an untied
@@ -345,6 +346,10 @@ def check_forward(args, kind, scheme, share):
     zero = [n for n, t in state.items() if (n.endswith("q_proj.weight") or n == readout_name(config)) and not t.any()]
     if zero:
         failures.append(f"zero-initialised {zero} ({DEPARTURES['no-zero-init']})")
+    # weights.json says both multipliers (normlab export): they must be the package's.
+    for key, want in (("attention_scale", attention_scale), ("readout_multiplier", readout_multiplier)):
+        if not (key in config and math.isclose(config[key], want, rel_tol=1e-12)):
+            failures.append(f"weights.json {key} = {config.get(key)!r}, the package's {want!r}")
     mup_config = dict(config, attention_scale=attention_scale, readout_multiplier=readout_multiplier)
     loss, nll, tokens, ref_grads, _ = reference_score(state, mup_config, src_lines, tgt_lines, "uniform")
     for what, ours, theirs in (("loss", score["loss"], loss), ("nll", score["nll"], nll)):
@@ -355,7 +360,8 @@ def check_forward(args, kind, scheme, share):
     grad_failures, worst, worst_name = compare_gradients(ref_grads, grads)
     failures += grad_failures
     # Without the multipliers (sp's forward on the same weights) the loss must differ: the check sees them.
-    sp_loss = reference_score(state, config, src_lines, tgt_lines, "uniform")[0]
+    sp_config = {k: v for k, v in config.items() if k not in ("attention_scale", "readout_multiplier")}
+    sp_loss = reference_score(state, sp_config, src_lines, tgt_lines, "uniform")[0]
     if abs(sp_loss - loss) < 100 * TOLERANCE * abs(loss):
         failures.append(f"the multipliers do not change the loss ({sp_loss!r} without, {loss!r} with)")
     line = (f"forward: attention x {attention_scale:.6g} (1/sqrt(D) = {1 / math.sqrt(WIDTH // HEADS):.6g}), "
