@@ -26,7 +26,7 @@ import statistics
 import sys
 
 FIXED = ["w0", "w1", "w5", "w10", "w25"]
-OTHERS = ["auto", "radam", "giadam", "mayarats"]
+OTHERS = ["auto", "auto5", "auto20", "radam", "giadam", "mayarats"]
 CELL = re.compile(r"^(?P<arm>[a-z0-9]+)_lr=(?P<lr>[^_]+)_scheme=(?P<scheme>.+)_seed=(?P<seed>\d+)$")
 
 
@@ -130,7 +130,7 @@ def main():
 
     time_ratio, measure_share = [], []
     for r in rows:
-        if r["arm"] != "auto" or r["wall_s"] is None:
+        if not r["arm"].startswith("auto") or r["wall_s"] is None:
             continue
         fixed_walls = [res[(x, r["scheme"], r["lr"], r["seed"])]["wall_s"] for x in FIXED
                        if (x, r["scheme"], r["lr"], r["seed"]) in res and res[(x, r["scheme"], r["lr"], r["seed"])]["wall_s"]]
