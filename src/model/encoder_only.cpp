@@ -86,6 +86,10 @@ nlohmann::json EncoderOnlyImpl::manifest() const {
   return j;
 }
 
+bool is_classification_head_parameter(const std::string& name) {
+  return name.rfind(kClassificationHeadPrefix, 0) == 0;
+}
+
 ClassifierFromTrained classifier_from(const EncoderOnly& trained, int64_t classes, uint64_t seed) {
   auto config = trained->config();
   const bool keeps_head = config.classes == classes;
@@ -96,7 +100,7 @@ ClassifierFromTrained classifier_from(const EncoderOnly& trained, int64_t classe
   for (auto& item : out.model->named_parameters()) {
     const auto& name = item.key();
     const auto* source = from_parameters.find(name);
-    if (!source || (!keeps_head && name.rfind("classification_head.", 0) == 0)) continue;
+    if (!source || (!keeps_head && is_classification_head_parameter(name))) continue;
     item.value().copy_(*source);
     out.copied.push_back(name);
   }
@@ -106,7 +110,7 @@ ClassifierFromTrained classifier_from(const EncoderOnly& trained, int64_t classe
     torch::manual_seed(seed);
     init_classification_head(*out.model->classification_head, config);
     for (const auto& item : out.model->classification_head->named_parameters())
-      out.initialised.push_back("classification_head." + item.key());
+      out.initialised.push_back(kClassificationHeadPrefix + item.key());
   }
   const auto now = out.model->named_parameters();
   for (const auto& item : from_parameters)

@@ -88,6 +88,11 @@ struct ClassifierFromTrained {
 };
 ClassifierFromTrained classifier_from(const EncoderOnly& trained, int64_t classes, uint64_t seed);
 
+// The stored names of a classifier's head start with this ("classification_head.dense.weight").
+inline constexpr const char* kClassificationHeadPrefix = "classification_head.";
+// Whether `name` is a parameter of the classification head (new when fine-tuning).
+bool is_classification_head_parameter(const std::string& name);
+
 // `model` as an encoder-only model; else std::invalid_argument "WHAT needs an encoder-only model,
 // not KIND".
 EncoderOnly as_encoder_only(const Model& model, const std::string& what);

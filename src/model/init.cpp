@@ -301,7 +301,7 @@ void init_lm_head(MaskedLmHeadImpl& head, const ModelConfig& c) {
 
 void init_classification_head(ClassificationHeadImpl& head, const ModelConfig& c) {
   draw_classification_head(head, c);
-  rescale_for_mup(head, "classification_head.", c);
+  rescale_for_mup(head, kClassificationHeadPrefix, c);
 }
 
 void init_encoder_only(EncoderOnlyImpl& model, const data::Batch* profile) {

@@ -2,7 +2,6 @@
 
 #include <torch/torch.h>
 
-
 namespace normlab::train {
 
 CorpusLoss corpus_loss(model::Model model, const Corpus& corpus, const data::BatchingConfig& batching, uint64_t seed,

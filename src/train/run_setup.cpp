@@ -86,13 +86,13 @@ namespace {
 // A classifier on the trained encoder (encoder_only.h's classifier_from), its event recorded.
 model::Model classifier_model(const TrainConfig& c, const model::LoadedModel& base, RunDir& dir) {
   const auto made = model::classifier_from(model::as_encoder_only(base.model, "--init-from"), c.model.classes, c.seed);
+  const auto file = init_from_file(c.init_from);
   const nlohmann::json event = {{"event", "init_from"},     {"update", 0},
-                                {"checkpoint", init_from_file(c.init_from)},
+                                {"checkpoint", file},
                                 {"num_classes", c.model.classes}, {"copied", made.copied.size()},
                                 {"initialised", made.initialised}, {"dropped", made.dropped}};
   dir.record(event);
-  dir.line("normlab train: a " + std::to_string(c.model.classes) + "-class classifier on " +
-           init_from_file(c.init_from) + ": " + std::to_string(made.copied.size()) + " tensors copied, " +
+  dir.line("normlab train: a " + std::to_string(c.model.classes) + "-class classifier on " + file + ": " + std::to_string(made.copied.size()) + " tensors copied, " +
            std::to_string(made.initialised.size()) + " initialised, " + std::to_string(made.dropped.size()) +
            " left behind");
   return made.model;
@@ -151,7 +151,7 @@ std::vector<double> parameter_lr_scales(const TrainConfig& c, const model::Model
   auto scales = mup_lr_scales(model, c.optimizer, named);
   for (size_t i = 0; i < named.size(); ++i) {
     const auto& name = named[i].first;
-    const bool new_head = c.init_from.classes > 0 && name.rfind("classification_head.", 0) == 0;
+    const bool new_head = c.init_from.classes > 0 && model::is_classification_head_parameter(name);
     if (!new_head && !model::is_added_parameter(name, trained)) scales[i] *= c.init_from.pretrained_lr_scale;
   }
   return scales;
