@@ -130,7 +130,7 @@ def main():
 
     time_ratio, measure_share = [], []
     for r in rows:
-        if not r["arm"].startswith("auto") or r["wall_s"] is None:
+        if r["arm"] != "auto" or r["wall_s"] is None:  # the default rule's cells
             continue
         fixed_walls = [res[(x, r["scheme"], r["lr"], r["seed"])]["wall_s"] for x in FIXED
                        if (x, r["scheme"], r["lr"], r["seed"]) in res and res[(x, r["scheme"], r["lr"], r["seed"])]["wall_s"]]
