@@ -87,6 +87,20 @@ void to_device(model::LoadedModel& loaded, const EvalLmOptions& o, const GlobalO
   loaded.model->set_precision(resolve_precision(o.precision, device));
 }
 
+// The corpus's summed loss at --max-tokens per batch, without label smoothing, and its mean nll
+// and accuracy per target (per example, for a classifier).
+struct Scores {
+  train::CorpusLoss sums;
+  double nll, accuracy;
+};
+Scores score(const model::Model& net, const train::Corpus& corpus, const EvalLmOptions& o) {
+  data::BatchingConfig batching;
+  batching.max_tokens = o.max_tokens;
+  const auto l = train::corpus_loss(net, corpus, batching, 1, train::LossOptions{0.0});
+  const auto n = static_cast<double>(l.tokens);
+  return {l, l.nll / n, static_cast<double>(l.correct) / n};
+}
+
 // A classifier: the examples of a LABEL<TAB>A[<TAB>B] file, each predicted once.
 void eval_classifier(const EvalLmOptions& o, model::LoadedModel& loaded, const data::Vocab& vocab,
                      const GlobalOptions& global) {
@@ -97,11 +111,7 @@ void eval_classifier(const EvalLmOptions& o, model::LoadedModel& loaded, const d
   const auto corpus = train::load_classification_corpus(o.text, vocab, loaded.model->config(),
                                                         [&](const std::string& s) { loaded_line = s; });
   to_device(loaded, o, global);
-  data::BatchingConfig batching;
-  batching.max_tokens = o.max_tokens;
-  const auto l = train::corpus_loss(loaded.model, corpus, batching, 1, train::LossOptions{0.0});
-  const double nll = l.nll / static_cast<double>(l.tokens);
-  const double accuracy = static_cast<double>(l.correct) / static_cast<double>(l.tokens);
+  const auto [l, nll, accuracy] = score(loaded.model, corpus, o);
   const nlohmann::json j = {{"checkpoint", o.checkpoint}, {"kind", loaded.model->kind()},
                             {"classes", loaded.model->config().classes}, {"text", o.text},
                             {"precision", o.precision},   {"examples", l.tokens},
@@ -131,11 +141,7 @@ void eval_lm(const EvalLmOptions& o, const GlobalOptions& global) {
   std::string loaded_line;
   const auto corpus = eval_corpus(o, loaded, vocab, n, loaded_line);
   to_device(loaded, o, global);
-  data::BatchingConfig batching;
-  batching.max_tokens = o.max_tokens;
-  const auto l = train::corpus_loss(net, corpus, batching, 1, train::LossOptions{0.0});
-  const double nll = l.nll / static_cast<double>(l.tokens);
-  const double accuracy = static_cast<double>(l.correct) / static_cast<double>(l.tokens);
+  const auto [l, nll, accuracy] = score(loaded.model, corpus, o);
   nlohmann::json j = {{"checkpoint", o.checkpoint}, {"kind", kind},
                       {"text", o.text},             {"precision", o.precision},
                       {"block_size", n},            {"blocks", corpus.kept.size()},
