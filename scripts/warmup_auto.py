@@ -18,6 +18,7 @@ One margin everywhere: a loss a is worse than b when a > b + max(0.02, 0.01 b).
   arms, and the share of its wall time spent measuring (warmup.jsonl's seconds)."""
 import argparse
 import csv
+import io
 import json
 import math
 import os
@@ -47,6 +48,13 @@ def read_cell(path):
     if not valid:
         raise SystemExit(f"warmup_auto.py: {path}/metrics.jsonl has no validation record (an unfinished cell?)")
     return valid[-1], (walls[-1] if walls else None)
+
+
+def write_atomic(path, text):
+    """`text` into `path` through PATH.tmp and a rename: never half-written."""
+    with open(path + ".tmp", "w", newline="") as f:
+        f.write(text)
+    os.replace(path + ".tmp", path)
 
 
 def read_ramp(path):
@@ -141,12 +149,12 @@ def main():
     out_csv = a.csv or os.path.join(a.run, "warmup_auto.csv")
     keys = ["arm", "scheme", "lr", "seed", "valid_loss", "diverged", "wall_s", "ramp_updates", "start_factor",
             "holds", "catapults", "measure_s"]
-    with open(out_csv + ".tmp", "w", newline="") as f:
-        wr = csv.DictWriter(f, fieldnames=keys, extrasaction="ignore")
-        wr.writeheader()
-        for r in rows:
-            wr.writerow({k: r.get(k, "") for k in keys})
-    os.replace(out_csv + ".tmp", out_csv)
+    text = io.StringIO()
+    wr = csv.DictWriter(text, fieldnames=keys, extrasaction="ignore")
+    wr.writeheader()
+    for r in rows:
+        wr.writerow({k: r.get(k, "") for k in keys})
+    write_atomic(out_csv, text.getvalue())
 
     fmt = lambda v: "diverged" if v == math.inf else f"{v:.3f}"
     md = ["| scheme | lr | needs warm-up (seeds) | tuned | " + " | ".join(arms) + " | auto's ramp (updates) |",
@@ -175,9 +183,7 @@ def main():
                   f"{statistics.median(time_ratio):.3f}, max {max(time_ratio):.3f}; share spent measuring: median "
                   f"{100 * statistics.median(measure_share):.1f}%, max {100 * max(measure_share):.1f}%.")
     out_md = a.md or os.path.join(a.run, "warmup_auto.md")
-    with open(out_md + ".tmp", "w") as f:
-        f.write("\n".join(md) + "\n")
-    os.replace(out_md + ".tmp", out_md)
+    write_atomic(out_md, "\n".join(md) + "\n")
     print("\n".join(md))
     return 0
 

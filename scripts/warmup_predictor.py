@@ -24,31 +24,19 @@ chosen, then applied unchanged to the held-out schemes. Writes RUN_DIR/warmup_pr
 (every probe's quantities and its configuration's truth) and RUN_DIR/warmup_predictor.md."""
 import argparse
 import csv
+import io
 import json
 import math
 import os
-import re
 import statistics
 import sys
 
-CELL = re.compile(r"^(?P<arm>[a-z0-9]+)_lr=(?P<lr>[^_]+)_scheme=(?P<scheme>.+)_seed=(?P<seed>\d+)$")
-FIXED = ["w0", "w1", "w5", "w10", "w25"]
+# The margin, the cells' names and their final losses: warmup_auto.py's (one definition of each).
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from warmup_auto import CELL, FIXED, read_cell, worse, write_atomic  # noqa: E402
+
 FEATURES = ["loss_drop", "grad_ratio", "ratio0", "ratioK", "attention_growth", "log_z", "update_ratio",
             "output_change"]
-
-
-def worse(a, b):
-    return a > b + (max(0.02, 0.01 * b) if math.isfinite(b) else 0.0)
-
-
-def final_loss(path):
-    recs = [json.loads(l) for l in open(os.path.join(path, "metrics.jsonl"))]
-    if any(r.get("event") == "diverged" for r in recs):
-        return math.inf
-    valid = [r["valid_loss"] for r in recs if r.get("valid_loss") is not None]
-    if not valid:
-        sys.exit(f"warmup_predictor.py: {path}/metrics.jsonl has no validation record (an unfinished cell?)")
-    return valid[-1]
 
 
 def rows_of(path):
@@ -127,7 +115,7 @@ def main():
             continue
         key = (m["scheme"], float(m["lr"]), int(m["seed"]))
         if m["arm"] in FIXED:
-            losses[(m["arm"],) + key] = final_loss(os.path.join(cells, name))
+            losses[(m["arm"],) + key] = read_cell(os.path.join(cells, name))[0]
         elif m["arm"] == "probe":
             probes[key] = probe_features(os.path.join(cells, name))
     if not probes:
@@ -170,16 +158,13 @@ def main():
                   " | ".join(f"{median[f][c]:.3g}" for f in FEATURES) + " |")
 
     out_csv = os.path.join(a.run, "warmup_predictor.csv")
-    with open(out_csv + ".tmp", "w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(["scheme", "lr", "seed", "needs_warmup", "seeds_worse_without"] + FEATURES)
-        for (s, lr, k), feats in sorted(probes.items()):
-            w.writerow([s, lr, k, int(truth[(s, lr)]), worse_seeds[(s, lr)]] + [feats[f] for f in FEATURES])
-    os.replace(out_csv + ".tmp", out_csv)
-    out_md = os.path.join(a.run, "warmup_predictor.md")
-    with open(out_md + ".tmp", "w") as fh:
-        fh.write("\n".join(md) + "\n")
-    os.replace(out_md + ".tmp", out_md)
+    text = io.StringIO()
+    w = csv.writer(text)
+    w.writerow(["scheme", "lr", "seed", "needs_warmup", "seeds_worse_without"] + FEATURES)
+    for (s, lr, k), feats in sorted(probes.items()):
+        w.writerow([s, lr, k, int(truth[(s, lr)]), worse_seeds[(s, lr)]] + [feats[f] for f in FEATURES])
+    write_atomic(out_csv, text.getvalue())
+    write_atomic(os.path.join(a.run, "warmup_predictor.md"), "\n".join(md) + "\n")
     print("\n".join(md))
     return 0
 
