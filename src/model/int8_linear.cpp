@@ -1,89 +1,129 @@
 #include "model/int8_linear.h"
 
-#include <algorithm>
-#include <limits>
+#include <vector>
 
 #include <ATen/ATen.h>
-#include <ATen/Context.h>
-#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/Parallel.h>
 #include <c10/util/Exception.h>
 
+#if __has_include(<fbgemm/Fbgemm.h>)
+#include <fbgemm/Fbgemm.h>
+#define NORMLAB_FBGEMM 1
+#endif
+
 #include "model/kernels/cpu_features.h"
+#include "model/kernels/int8_rows.h"
 
 namespace normlab::model {
 
+#ifdef NORMLAB_FBGEMM
+
+struct Int8Weight {
+  int64_t n = 0, k = 0;
+  std::unique_ptr<fbgemm::PackBMatrix<int8_t>> packed;
+  std::vector<float> scale;    // (N) the activations' step times max |w_n| / 127
+  std::vector<int32_t> offset;  // (N) the activations' zero point times sum over k of the int8 w_nk
+};
+
 namespace {
 
-c10::OperatorHandle op(const char* name) { return c10::Dispatcher::singleton().findSchemaOrThrow(name, ""); }
-
 // Discards warnings: at::quantize_per_channel announces once that quantised tensors are
-// deprecated (pytorch/pytorch#184982); they are what fbgemm's prepack takes in this wheel.
+// deprecated (pytorch/pytorch#184982).
 struct Quiet : c10::WarningHandler {
   void process(const c10::Warning&) override {}
 };
 
-// Sets the quantisation engine to fbgemm while alive (the packed weights carry their kernel,
-// so only the prepack reads the engine) and restores the process's choice.
-class FbgemmEngine {
- public:
-  FbgemmEngine() : was_(at::globalContext().qEngine()) { at::globalContext().setQEngine(at::QEngine::FBGEMM); }
-  ~FbgemmEngine() { at::globalContext().setQEngine(was_); }
-  FbgemmEngine(const FbgemmEngine&) = delete;
-  FbgemmEngine& operator=(const FbgemmEngine&) = delete;
-
- private:
-  at::QEngine was_;
-};
+// The activations' grid (kernels::RowGrid): PyTorch's choice of scale and zero point for the
+// range [-1, 1] (quant_utils::ChooseQuantizationParams: scale (max - min) / (qmax - qmin), zero
+// point nearbyint(qmin - min / scale)), full uint8 or 7-bit without VNNI.
+kernels::RowGrid activation_grid() {
+  const int32_t qmax = kernels::avx512_vnni() ? 255 : 127;
+  return {static_cast<float>(2.0 / qmax), (qmax + 1) / 2, qmax};
+}
 
 }  // namespace
 
-bool int8_available() {
-  const auto& engines = at::globalContext().supportedQEngines();
-  return std::find(engines.begin(), engines.end(), at::QEngine::FBGEMM) != engines.end() &&
-         c10::Dispatcher::singleton().findOp({"quantized::linear_dynamic", ""}).has_value();
-}
+bool int8_available() { return fbgemm::fbgemmSupportedCPU() && kernels::avx2_fma(); }
 
-c10::IValue int8_pack(const torch::Tensor& w) {
+std::shared_ptr<const Int8Weight> int8_pack(const torch::Tensor& w) {
   TORCH_CHECK(w.dim() == 2 && w.scalar_type() == torch::kFloat && w.device().is_cpu(),
               "int8_pack: a float32 (N,K) weight on the CPU, got ", w.sizes(), " ", w.scalar_type());
   const auto weight = w.detach().contiguous();
   const auto amax = weight.abs().amax(1);
-  const auto scales = torch::where(amax > 0, amax / 127, torch::ones_like(amax)).to(torch::kDouble);
+  const auto scale = torch::where(amax > 0, amax / 127, torch::ones_like(amax)).contiguous();
+  // PyTorch's rounding of w times 1/scale (fbgemm::Quantize), as tests/decode/check_int8.py's
+  // reference quantises
   Quiet quiet;
   c10::WarningUtils::WarningHandlerGuard guard(&quiet);
-  const auto q = at::quantize_per_channel(weight, scales, torch::zeros({w.size(0)}, torch::kLong), 0, torch::kQInt8);
-  FbgemmEngine fbgemm;
-  static const auto prepack = op("quantized::linear_prepack");
-  std::vector<c10::IValue> args{q, c10::IValue()};
-  prepack.callBoxed(&args);
-  return args.front();
+  const auto q = at::quantize_per_channel(weight, scale.to(torch::kDouble), torch::zeros({w.size(0)}, torch::kLong), 0,
+                                          torch::kQInt8)
+                     .int_repr()
+                     .contiguous();
+  auto out = std::make_shared<Int8Weight>();
+  out->n = w.size(0);
+  out->k = w.size(1);
+  out->packed = std::make_unique<fbgemm::PackBMatrix<int8_t>>(fbgemm::matrix_op_t::Transpose, out->k, out->n,
+                                                               q.data_ptr<int8_t>(), out->k, nullptr, 1);
+  // fbgemm's requantisation multiplies by A_scale * B_scale[j], rounded once
+  const auto step = (scale * activation_grid().step).contiguous();
+  out->scale.assign(step.data_ptr<float>(), step.data_ptr<float>() + out->n);
+  const auto offset = (q.sum(1, false, torch::kInt) * activation_grid().zero_point).contiguous();
+  out->offset.assign(offset.data_ptr<int32_t>(), offset.data_ptr<int32_t>() + out->n);
+  return out;
 }
 
-torch::Tensor int8_linear(const torch::Tensor& x, const c10::IValue& packed, const torch::Tensor& b, bool relu) {
-  TORCH_CHECK(x.scalar_type() == torch::kFloat && x.size(-1) >= 2, "int8_linear: float32 x with K >= 2, got ",
-              x.sizes(), " ", x.scalar_type());
-  const int64_t K = x.size(-1);
-  const auto rows = x.reshape({-1, K});  // (M,K)
+torch::Tensor int8_linear(const torch::Tensor& x, const Int8Weight& w, const torch::Tensor& b, bool relu) {
+  TORCH_CHECK(x.scalar_type() == torch::kFloat && x.size(-1) == w.k, "int8_linear: float32 x with K = ", w.k,
+              ", got ", x.sizes(), " ", x.scalar_type());
+  const int64_t K = w.k, N = w.n;
+  const auto rows = x.reshape({-1, K}).contiguous();  // (M,K)
   const int64_t M = rows.size(0);
-  // (M,1) max |x| per row (a row of zeros stays zeros: 0 / tiny). Not linalg_vector_norm(inf):
-  // 26x slower than abs and amax at (320, 1024) (bench/int8_gemm.py's normlab int8 column).
-  const auto norm = rows.abs().amax(1, true).clamp_min_(std::numeric_limits<float>::min());
-  auto input = torch::empty({M + 1, K}, rows.options());
-  auto scaled = input.narrow(0, 0, M);
-  at::div_out(scaled, rows, norm);
-  float* sentinel = input.data_ptr<float>() + M * K;  // the range of the whole input: [-1, 1]
-  std::fill(sentinel, sentinel + K, 0.0f);
-  sentinel[0] = 1.0f;
-  sentinel[1] = -1.0f;
-  static const auto dynamic = op("quantized::linear_dynamic");
-  std::vector<c10::IValue> args{input, packed, !kernels::avx512_vnni()};  // reduce_range: 7-bit activations
-  dynamic.callBoxed(&args);
-  const auto y = args.front().toTensor().narrow(0, 0, M);  // (M,N)
-  auto out = b.defined() ? torch::addcmul(b, y, norm) : y.mul_(norm);
-  if (relu) out.relu_();
+  const auto grid = activation_grid();
+  std::vector<uint8_t> q(M * K);
+  std::vector<float> norm(M);
+  auto y = torch::empty({M, N}, rows.options());  // int32 products, then float32 in place
+  auto* acc = reinterpret_cast<int32_t*>(y.data_ptr<float>());
+  const auto bias = b.defined() ? b.contiguous() : b;
+  const bool avx512 = kernels::aten_avx512();
+  const auto quantise = avx512 ? kernels::avx512::quantise_rows : kernels::avx2::quantise_rows;
+  const auto dequantise = avx512 ? kernels::avx512::dequantise_rows : kernels::avx2::dequantise_rows;
+  at::parallel_for(0, M, 16, [&](int64_t begin, int64_t end) {
+    quantise(rows.data_ptr<float>(), K, begin, end, grid, q.data(), norm.data());
+  });
+  // fbgemm divides the product among num_tasks callers by their thread ids (as PyTorch's
+  // quantized::linear_dynamic calls it)
+  const int num_tasks = at::get_num_threads();
+  at::parallel_for(0, num_tasks, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t task = begin; task < end; ++task) {
+      fbgemm::PackAMatrix<uint8_t> packed_a(fbgemm::matrix_op_t::NoTranspose, M, K, q.data(), K, nullptr, 1);
+      fbgemm::DoNothing<int32_t, int32_t> nothing;
+      fbgemm::memCopy<> keep(nothing);
+      fbgemm::fbgemmPacked(packed_a, *w.packed, acc, acc, N, keep, task, num_tasks);
+    }
+  });
+  at::parallel_for(0, M, 16, [&](int64_t begin, int64_t end) {
+    dequantise(acc, N, begin, end, norm.data(), w.scale.data(), w.offset.data(),
+               bias.defined() ? bias.data_ptr<float>() : nullptr, relu);
+  });
   auto shape = x.sizes().vec();
-  shape.back() = out.size(1);
-  return out.view(shape);
+  shape.back() = N;
+  return y.view(shape);
 }
+
+#else
+
+struct Int8Weight {};
+
+bool int8_available() { return false; }
+
+std::shared_ptr<const Int8Weight> int8_pack(const torch::Tensor&) {
+  TORCH_CHECK(false, "int8 decoding needs fbgemm, which this LibTorch was built without");
+}
+
+torch::Tensor int8_linear(const torch::Tensor&, const Int8Weight&, const torch::Tensor&, bool) {
+  TORCH_CHECK(false, "int8 decoding needs fbgemm, which this LibTorch was built without");
+}
+
+#endif
 
 }  // namespace normlab::model

@@ -1,28 +1,36 @@
 // int8 linear layers for decoding (`--precision int8`, docs/precision.md), CTranslate2's int8
-// scheme on the fbgemm kernels of the PyTorch wheel (bench/int8_gemm.py, docs/performance.md):
+// scheme on fbgemm's int8 product from the PyTorch wheel (bench/int8_gemm.py, docs/performance.md):
 //   weights: symmetric int8, one scale per output row, max |w_n| / 127 (CTranslate2
-//     src/ops/quantize_cpu.cc: "rescales based on the per batch absolute maximum", per row);
-//   activations: per row too: each row of x is divided by its own max |x|, and a sentinel row
-//     (1, -1, 0, ...) fixes the range that fbgemm's dynamic quantisation reads from the whole
-//     input (`quantized::linear_dynamic`: one uint8 scale and zero point, PyTorch's dynamic
-//     quantisation) to [-1, 1], so every row is quantised in steps of 2/255 of its own max |x|
-//     (2/127 without AVX-512 VNNI, kernels::avx512_vnni), whatever rows share the batch;
-//   int32 accumulation in fbgemm, then each output row times its max |x|, plus the bias.
+//     src/ops/quantize_cpu.cc: "rescales based on the per batch absolute maximum", per row),
+//     packed once for fbgemm;
+//   activations: per row too: each row of x is divided by its own max |x| and quantised on the
+//     uint8 grid that PyTorch's dynamic quantisation gives [-1, 1] (steps of 2/255 around 128; 7-bit,
+//     2/127 around 64, without AVX-512 VNNI, kernels::avx512_vnni), whatever rows share the batch;
+//   int32 products in fbgemm (fbgemmPacked, the result copied nowhere), then in one pass over them:
+//     minus the zero point times the weight's column sum, times the row's and the column's scales,
+//     plus the bias (and the ReLU).
+// Numerically this is what PyTorch's quantized::linear_dynamic computes on rows scaled to max |x| 1
+// with a row fixing the range to [-1, 1] (the composition tests/decode/check_int8.py rebuilds),
+// without the 5 passes around it (kernels/int8_rows.h).
 #pragma once
 
-#include <ATen/core/ivalue.h>
+#include <memory>
+
 #include <torch/types.h>
 
 namespace normlab::model {
 
-// Whether this LibTorch has fbgemm (its engine and the quantized::linear_* operators).
+// Whether this LibTorch has fbgemm and this CPU runs it (AVX2 at least).
 bool int8_available();
 
-// w (N,K) float32 on the CPU -> its per-row int8 weights packed for fbgemm (without a bias).
-c10::IValue int8_pack(const torch::Tensor& w);
+// A weight in int8, packed for fbgemm, with its scales and column sums.
+struct Int8Weight;
 
-// x (..., K) float32, `packed` from int8_pack(w), b (N) or undefined -> (..., N) float32,
-// about x wᵀ + b (relu(x wᵀ + b) with `relu`).
-torch::Tensor int8_linear(const torch::Tensor& x, const c10::IValue& packed, const torch::Tensor& b, bool relu);
+// w (N,K) float32 on the CPU -> its per-row int8 form (without a bias).
+std::shared_ptr<const Int8Weight> int8_pack(const torch::Tensor& w);
+
+// x (..., K) float32, `w` from int8_pack, b (N) or undefined -> (..., N) float32, about x wᵀ + b
+// (relu(x wᵀ + b) with `relu`).
+torch::Tensor int8_linear(const torch::Tensor& x, const Int8Weight& w, const torch::Tensor& b, bool relu);
 
 }  // namespace normlab::model

@@ -20,10 +20,15 @@ struct PackedWeights::State {
   bool bf16 = false;                        // bf16 products packed (where oneDNN's bf16 reorder runs)
   bool int8 = false;                        // float32 products in int8 (--precision int8)
   std::unordered_set<const c10::TensorImpl*> parameters;
-  // (parameter, dtype) -> the weight in oneDNN's layout (kQInt8: fbgemm's packed int8 weight);
-  // each entry also keeps its parameter alive, so that no other tensor can take its address
-  // while the scope lives.
-  std::map<std::pair<const c10::TensorImpl*, c10::ScalarType>, std::pair<torch::Tensor, c10::IValue>> packed;
+  // (parameter, dtype) -> the weight in oneDNN's layout, or its int8 form for kQInt8; each entry
+  // also keeps its parameter alive, so that no other tensor can take its address while the scope
+  // lives.
+  struct Entry {
+    torch::Tensor parameter;
+    c10::IValue onednn;
+    std::shared_ptr<const Int8Weight> int8;
+  };
+  std::map<std::pair<const c10::TensorImpl*, c10::ScalarType>, Entry> packed;
 };
 
 namespace {
@@ -66,15 +71,15 @@ torch::Tensor product(const torch::Tensor& x, const torch::Tensor& w, const torc
   }
   auto& entry = current->packed[{w.unsafeGetTensorImpl(), *dtype}];
   if (*dtype == c10::kQInt8) {
-    if (!entry.first.defined()) entry = {w, int8_pack(w)};
-    return int8_linear(x, entry.second, b, relu);
+    if (!entry.parameter.defined()) entry = {w, {}, int8_pack(w)};
+    return int8_linear(x, *entry.int8, b, relu);
   }
-  if (!entry.first.defined()) {
+  if (!entry.parameter.defined()) {
     // autocast_operand: the bf16 cast autocast would hand at::linear (cached per scope).
-    entry = {w, call(*current->reorder, {*dtype == c10::kFloat ? w : autocast_operand(w), c10::IValue()})};
+    entry = {w, call(*current->reorder, {*dtype == c10::kFloat ? w : autocast_operand(w), c10::IValue()}), {}};
   }
   const auto bias = b.defined() ? c10::IValue(*dtype == c10::kFloat ? b : autocast_operand(b)) : c10::IValue();
-  return call(*current->product, {x.to(*dtype).contiguous(), entry.second, bias, std::string(relu ? "relu" : "none"),
+  return call(*current->product, {x.to(*dtype).contiguous(), entry.onednn, bias, std::string(relu ? "relu" : "none"),
                                   c10::List<std::optional<c10::Scalar>>(), c10::IValue()});
 }
 

@@ -3,10 +3,13 @@
 // error left is the activations' quantisation, bounded by half a step (2/255 of the row's
 // max |x|, 2/127 without AVX-512 VNNI) times the sum of |w| of the output. And what stays float:
 // gradients on, weights that are not the module's; and the precision's parsing and refusals.
+// And against PyTorch's own int8 product (quantized::linear_dynamic) on the rows scaled to
+// max |x| = 1 with a row fixing the range: the composition int8_linear fuses, bit for bit.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include <ATen/autocast_mode.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 
 #include "model/int8_linear.h"
 #include "model/linear.h"
@@ -34,6 +37,35 @@ torch::Tensor inputs(int64_t m, int64_t k) {
 }
 
 double activation_step() { return __builtin_cpu_supports("avx512vnni") ? 2.0 / 255 : 2.0 / 127; }
+
+torch::Tensor call(const char* name, std::vector<c10::IValue> args) {
+  c10::Dispatcher::singleton().findSchemaOrThrow(name, "").callBoxed(&args);
+  return args.front().toTensor();
+}
+
+// relu(x wᵀ + b) in PyTorch's operators: w per channel to qint8 (scale max |w_n| / 127), packed
+// by fbgemm; each row of x divided by its max |x|, one more row (1, -1, 0, ...) so that the
+// dynamic quantisation's range is [-1, 1]; quantized::linear_dynamic; times the rows' max |x|
+// (at::addcmul with the bias).
+torch::Tensor pytorch_int8(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b, bool relu) {
+  const auto amax = w.abs().amax(1);
+  const auto scales = torch::where(amax > 0, amax / 127, torch::ones_like(amax)).to(torch::kDouble);
+  const auto q = at::quantize_per_channel(w, scales, torch::zeros({w.size(0)}, torch::kLong), 0, torch::kQInt8);
+  const auto was = at::globalContext().qEngine();
+  at::globalContext().setQEngine(at::QEngine::FBGEMM);
+  std::vector<c10::IValue> pack{q, c10::IValue()};
+  c10::Dispatcher::singleton().findSchemaOrThrow("quantized::linear_prepack", "").callBoxed(&pack);
+  at::globalContext().setQEngine(was);
+  const auto norm = x.abs().amax(1, true).clamp_min(std::numeric_limits<float>::min());
+  auto sentinel = torch::zeros({1, x.size(1)});
+  sentinel[0][0] = 1;
+  sentinel[0][1] = -1;
+  const auto y = call("quantized::linear_dynamic", {torch::cat({x / norm, sentinel}), pack.front(),
+                                                    !__builtin_cpu_supports("avx512vnni")})
+                     .narrow(0, 0, x.size(0));
+  auto out = b.defined() ? torch::addcmul(b, y, norm) : y * norm;
+  return relu ? out.relu() : out;
+}
 
 TEST(Int8Linear, WithinHalfAnActivationStepOfTheDequantisedProduct) {
   if (!model::int8_available()) GTEST_SKIP() << "LibTorch without fbgemm";
@@ -65,6 +97,24 @@ TEST(Int8Linear, WithinHalfAnActivationStepOfTheDequantisedProduct) {
     }
   }
   EXPECT_EQ(packed.packed(), 2u);  // each weight quantised once
+}
+
+TEST(Int8Linear, EqualsPyTorchsDynamicProductOnScaledRows) {
+  if (!model::int8_available()) GTEST_SKIP() << "LibTorch without fbgemm";
+  torch::manual_seed(7);
+  TwoLayers m;
+  torch::NoGradGuard no_grad;
+  model::PackedWeights packed(m, model::Precision::kInt8);
+  for (const int64_t rows : {1, 5, 37, 300}) {
+    const auto x = inputs(rows + 1, 96).narrow(0, 1, rows).contiguous();  // 1 row: no zero row
+    for (const auto* layer : {&m.with_bias, &m.without_bias})
+      for (const bool relu : {false, true}) {
+        const auto y = relu ? model::linear_relu(*layer, x) : model::linear(*layer, x);
+        const auto expected = pytorch_int8(x, (*layer)->weight, (*layer)->bias, relu);
+        EXPECT_TRUE(torch::equal(y, expected)) << rows << " rows, relu " << relu << ", bias " << (*layer)->bias.defined() << ": largest difference "
+                                               << (y - expected).abs().max().item<float>();
+      }
+  }
 }
 
 TEST(Int8Linear, ARowsResultDoesNotDependOnTheOtherRows) {
