@@ -132,10 +132,12 @@ Runner add_hessian_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--src", o->src, "source language suffix")->capture_default_str()->group(g_data);
   cmd->add_option("--tgt", o->tgt, "target language suffix")->capture_default_str()->group(g_data);
   cmd->add_option("--vocab", o->vocab, "SentencePiece model file")->group(g_data);
-  cmd->add_option("--vocab-train", o->vocab_train,
-                  "train the vocabulary on this text PREFIX as `normlab train` does")->group(g_data);
+  auto* vocab_train = cmd->add_option("--vocab-train", o->vocab_train,
+                                      "train the vocabulary on this text PREFIX as `normlab train` does")
+                          ->group(g_data);
+  // An option that only qualifies another is refused without it (issue 34: unused options).
   cmd->add_option("--vocab-size", o->vocab_options.vocab_size, "pieces of --vocab-train's vocabulary")
-      ->capture_default_str()->group(g_data);
+      ->capture_default_str()->needs(vocab_train)->group(g_data);
   cmd->add_option("--max-sentences", o->max_sentences, "the first N pairs of the data set (0: all)")
       ->capture_default_str()->check(CLI::NonNegativeNumber)->group(g_data);
   cmd->add_option("--max-tokens", o->max_tokens, "padded tokens per batch (the sum is exact for any value)")
@@ -157,12 +159,14 @@ Runner add_hessian_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--bins", r.density.bins, "density grid points")->capture_default_str()->group(g_alg);
   cmd->add_option("--sigma", r.density.sigma_squared, "Gaussian variance factor (PyHessian's sigma_squared)")
       ->capture_default_str()->group(g_alg);
-  cmd->add_flag("--power", r.power, "also PyHessian's power iteration for the top eigenvalue")->group(g_alg);
-  cmd->add_option("--power-iters", r.power_iterations, "its maximum iterations")->capture_default_str()->group(g_alg);
-  cmd->add_option("--power-tol", r.power_tol, "its relative tolerance")->capture_default_str()->group(g_alg);
-  cmd->add_flag("--per-block", r.per_block, "lambda_max of each layer's diagonal block")->group(g_alg);
+  auto* power = cmd->add_flag("--power", r.power, "also PyHessian's power iteration for the top eigenvalue")
+                    ->group(g_alg);
+  cmd->add_option("--power-iters", r.power_iterations, "its maximum iterations")
+      ->capture_default_str()->needs(power)->group(g_alg);
+  cmd->add_option("--power-tol", r.power_tol, "its relative tolerance")->capture_default_str()->needs(power)->group(g_alg);
+  auto* per_block = cmd->add_flag("--per-block", r.per_block, "lambda_max of each layer's diagonal block")->group(g_alg);
   cmd->add_option("--per-block-steps", r.per_block_steps, "Lanczos steps per block")
-      ->capture_default_str()->group(g_alg);
+      ->capture_default_str()->needs(per_block)->group(g_alg);
   cmd->add_option("--seed", r.seed, "initialisation and probe seed")->capture_default_str()->group(g_alg);
   cmd->add_option("--out", r.out, "output folder OUT")->required()->group(g_out);
   cmd->add_option("--save-every", r.save_every, "save the Lanczos state every K steps (0: never)")

@@ -44,20 +44,22 @@ Runner add_probe_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--jacobian-tokens", c.jacobian_tokens, "LayerNorm Jacobian: tokens per LayerNorm")
       ->capture_default_str()->group(g);
   cmd->add_option("--out", c.out, "output folder")->group(g);
-  cmd->add_flag("--critical-lr", c.critical_lr,
+  auto* critical_lr = cmd->add_flag("--critical-lr", c.critical_lr,
                 "the critical learning rate of SGD and Adam at initialisation (bisection) beside 2/lambda_1 and "
                 "38/lambda_1(P^-1 H): OUT/critical_lr.csv (docs/curvature.md)")->group(g);
+  // An option that only qualifies another is refused without it (issue 34: unused options).
   cmd->add_option("--critical-lr-range", o->lr_range, "LO,HI: the bisection's bracket")
-                    ->delimiter(',')->expected(2)->capture_default_str()->group(g);
+                    ->delimiter(',')->expected(2)->capture_default_str()->needs(critical_lr)->group(g);
   cmd->add_option("--critical-lr-tol", c.critical_lr_tol, "relative width of the final bracket")
-      ->capture_default_str()->group(g);
+      ->capture_default_str()->needs(critical_lr)->group(g);
   cmd->add_option("--lanczos-steps", c.lanczos_steps, "--critical-lr: Lanczos steps for each lambda_1")
-      ->capture_default_str()->group(g);
-  cmd->add_flag("--sweep", c.sweep, "Theorem 1: last FFN weight's gradient norm against L and C")->group(g);
+      ->capture_default_str()->needs(critical_lr)->group(g);
+  auto* sweep = cmd->add_flag("--sweep", c.sweep, "Theorem 1: last FFN weight's gradient norm against L and C")
+                    ->group(g);
   cmd->add_option("--sweep-layers", c.sweep_layers, "depths, at C = --d-model")->delimiter(',')
-      ->capture_default_str()->group(g);
+      ->capture_default_str()->needs(sweep)->group(g);
   cmd->add_option("--sweep-d", c.sweep_d, "widths, at L = --encoder-layers")->delimiter(',')
-      ->capture_default_str()->group(g);
+      ->capture_default_str()->needs(sweep)->group(g);
   add_dist_options(*cmd, o->dist);
   return [o, schemes, &global] {
     auto& c = o->config;
