@@ -1,12 +1,14 @@
 #include "train/run_dir.h"
 
 #include <algorithm>
+#include <fstream>
 #include <iostream>
 
 #include <nlohmann/json.hpp>
 
 #include "core/file_io.h"
 #include "train/checkpoint_names.h"
+#include "train/position.h"
 
 namespace normlab::train {
 namespace fs = std::filesystem;
@@ -61,7 +63,7 @@ void RunDir::write_config(const nlohmann::json& config) const {
   if (writes_) core::write_file_atomic((dir_ / "config.json").string(), config.dump(2) + "\n");
 }
 
-std::optional<model::LoadedModel> RunDir::newest_checkpoint() {
+std::optional<model::LoadedModel> RunDir::newest_checkpoint(int64_t before_update) {
   const auto dir = checkpoints();
   if (!fs::exists(dir)) return std::nullopt;
   std::vector<fs::path> files;
@@ -77,7 +79,8 @@ std::optional<model::LoadedModel> RunDir::newest_checkpoint() {
     try {
       auto loaded = model::load_model(f.string());
       if (!loaded.meta.contains("position")) continue;
-      if (f.filename() != "checkpoint_last.pt" && fs::exists(dir / "checkpoint_last.pt"))
+      if (before_update >= 0 && position_from_json(loaded.meta.at("position")).update >= before_update) continue;
+      if (before_update < 0 && f.filename() != "checkpoint_last.pt" && fs::exists(dir / "checkpoint_last.pt"))
         line("normlab train: " + (dir / "checkpoint_last.pt").string() + " is unreadable; resuming from " + f.string());
       return loaded;
     } catch (const std::exception& e) {
@@ -85,6 +88,16 @@ std::optional<model::LoadedModel> RunDir::newest_checkpoint() {
     }
   }
   return std::nullopt;
+}
+
+bool RunDir::validated(int64_t update) const {
+  std::ifstream in(dir_ / "metrics.jsonl");
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_object() && j.contains("valid_loss") && j.value("step", int64_t{-1}) == update) return true;
+  }
+  return false;
 }
 
 void RunDir::save(const std::vector<std::string>& names, const model::Model& net, const nlohmann::json& meta,

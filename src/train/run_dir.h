@@ -48,8 +48,11 @@ class RunDir {
   void cut_records(int64_t update, int64_t epoch) const;
   void write_config(const nlohmann::json& config) const;
 
-  // The newest intact checkpoint that holds a position (last, then the others by modification time).
-  std::optional<model::LoadedModel> newest_checkpoint();
+  // The newest intact checkpoint that holds a position (last, then the others by modification
+  // time); with `before_update` >= 0, the newest whose position is an earlier update.
+  std::optional<model::LoadedModel> newest_checkpoint(int64_t before_update = -1);
+  // Whether metrics.jsonl holds a validation record of `update`.
+  bool validated(int64_t update) const;
   // Writes the checkpoint under each of `names` (rank 0 only; the others do nothing).
   void save(const std::vector<std::string>& names, const model::Model& net, const nlohmann::json& meta,
             const model::TensorMap& extra) const;

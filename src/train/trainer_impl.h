@@ -31,6 +31,7 @@ class Trainer {
  private:
   // Set-up (run_setup.h): true when the run has work left.
   bool open_run();
+  bool resume_before_last_update();
   void load_data();
   Corpus load(const std::string& prefix, bool training);
   void make_model();

@@ -22,11 +22,31 @@ bool Trainer::open_run() {
   if (resumed_) pos_ = resume_position(*resumed_, config_json_, c_.out);
   stop_time_s_ = c_.stop_time_hours * 3600.0;
   const bool out_of_time = stop_time_s_ > 0 && pos_.wall_s >= stop_time_s_;
-  if ((c_.max_steps > 0 && pos_.update >= c_.max_steps) || (c_.max_epochs > 0 && pos_.epoch > c_.max_epochs) ||
-      out_of_time) {
+  const bool reached = (c_.max_steps > 0 && pos_.update >= c_.max_steps) || (c_.max_epochs > 0 && pos_.epoch > c_.max_epochs);
+  if (reached && !out_of_time && !dir_->validated(pos_.update) && resume_before_last_update()) return true;
+  if (reached || out_of_time) {
     if (dp_.writer()) std::cerr << complete_line(c_.out, pos_, out_of_time) << "\n";
     return false;
   }
+  return true;
+}
+
+// A run that reached its limits has validated its last update, unless a normlab older than
+// 2026-11-26 was stopped between that update's checkpoint and the validation (issue 34; now the
+// checkpoint waits for it): the run then goes on from an earlier checkpoint and writes the last
+// records again, as an interrupted run does today. Whether there was one to go on from.
+bool Trainer::resume_before_last_update() {
+  const int64_t last = pos_.update;
+  auto earlier = dir_->newest_checkpoint(last);
+  std::string what = c_.out + " has no validation record of its last update " + std::to_string(last) +
+                     " (a run stopped before it by an older normlab)";
+  if (!earlier) {
+    dir_->line("normlab train: " + what + " and no earlier checkpoint to go on from");
+    return false;
+  }
+  pos_ = resume_position(*earlier, config_json_, c_.out);
+  resumed_ = std::move(earlier);
+  dir_->line("normlab train: " + what + ": going on from update " + std::to_string(pos_.update) + " to write it");
   return true;
 }
 

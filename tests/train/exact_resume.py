@@ -11,10 +11,12 @@ validating every 40 updates inside the epoch (--validate-interval-updates). And 
 killed run's metrics.jsonl holds the uninterrupted run's records (clock fields aside): the first
 record after the resume averages the whole logging interval (the checkpoint at N falls inside
 one), and a run killed as its last checkpoint appears (before, that checkpoint came ahead of
-the final validation and --test, which a re-run then never wrote) ends with every record."""
+the final validation and --test, which a re-run then never wrote) ends with every record; so
+does a folder an older normlab left in that state."""
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 
@@ -90,6 +92,23 @@ def main():
             print(f"FAIL: metrics.jsonl after kill + resume ({marker}) differs from the uninterrupted run's:\n",
                   "\n".join(map(str, records(out))), "\nexpected:\n", "\n".join(map(str, expected)))
             return 1
+
+    # A folder that a normlab older than 2026-11-26 left when it was stopped between the last
+    # update's checkpoint (then written first) and the final validation: the checkpoint of update
+    # 2N is there, its records are not. Started again, the run goes on from an earlier checkpoint
+    # and ends as the uninterrupted run did (before, it said "complete" and wrote nothing).
+    old = w("older_binary")
+    shutil.copytree(straight, old)
+    kept = [line for line in open(os.path.join(old, "metrics.jsonl")) if json.loads(line).get("step") != 2 * N]
+    with open(os.path.join(old, "metrics.jsonl"), "w") as f:
+        f.writelines(kept)
+    again = subprocess.run(run(old), capture_output=True, text=True)
+    if again.returncode != 0 or "going on from update" not in again.stderr or "unreadable" in again.stderr:
+        print("FAIL: the older binary's folder was not completed:", again.returncode, again.stderr)
+        return 1
+    if records(old) != expected or not cli_setup.same_parameters(os.path.join(straight, last), os.path.join(old, last)):
+        print("FAIL: the older binary's folder, completed, differs from the uninterrupted run")
+        return 1
 
     # A corrupted (half-written) checkpoint_last.pt: continuing the run (a larger limit: at the
     # same limit the run is complete) falls back to the newest intact checkpoint. (Zeroing bytes
