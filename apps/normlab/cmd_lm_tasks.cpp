@@ -24,7 +24,7 @@ Runner add_lm_tasks_command(CLI::App& app, const GlobalOptions& /*global*/) {
   cmd->add_option("--min-words", o->tasks.min_words, "a unit (line) has at least this many words")
       ->capture_default_str();
   cmd->add_option("--max-words", o->tasks.max_words, "and at most this many")->capture_default_str();
-  cmd->add_option("--max-examples", o->tasks.max_examples, "keep the first N examples of each file (0: all)")
+  cmd->add_option("--max-examples", o->tasks.max_examples, "keep a seeded sample of N examples of each file, in file order (0: all)")
       ->capture_default_str();
   return [o] {
     const auto reports = data::write_lm_tasks(o->data, o->out, o->tasks);

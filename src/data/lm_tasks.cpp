@@ -29,7 +29,9 @@ const char* kSeedRule =
     "per task and file, std::mt19937_64 seeded with core::hash_bytes (FNV-1a 64 over 64-bit little-endian "
     "words) of the 8 bytes of --seed, then TASK NUL, then SPLIT NUL (valid for train.tsv, test for dev.tsv); "
     "coin: top bit of one output (1: label 1); uniform k in [0, n): one output x % n, rejecting "
-    "x >= 2^64 - 2^64 mod n; decisions in file order; --max-examples keeps the first N lines";
+    "x >= 2^64 - 2^64 mod n; decisions in file order; --max-examples N (fewer than the candidates C) then "
+    "keeps a sample of N in file order, the same generator going on: candidate t (0-based) is kept when "
+    "uniform k in [0, C - t) < N - (kept so far) (Knuth's selection sampling, TAOCP 3.4.2 Algorithm S)";
 const char* kNextLineRule =
     "BERT's next-sentence prediction (Devlin et al. 2019, 3.1 Task #2): for each document and each unit i "
     "with a unit i+1 in the same document, a coin; 1: 1 TAB unit_i TAB unit_i+1; 0: 0 TAB unit_i TAB R, R the "
@@ -143,6 +145,16 @@ uint64_t draw_below(std::mt19937_64& rng, uint64_t n) {
 }
 
 bool draw_coin(std::mt19937_64& rng) { return (rng() >> 63) != 0; }
+
+// n of `items` drawn uniformly without replacement, in their order (kSeedRule's Algorithm S).
+template <class T>
+std::vector<T> sample_in_order(std::vector<T> items, size_t n, std::mt19937_64& rng) {
+  std::vector<T> kept;
+  kept.reserve(n);
+  for (size_t t = 0; t < items.size() && kept.size() < n; ++t)
+    if (draw_below(rng, items.size() - t) < n - kept.size()) kept.push_back(std::move(items[t]));
+  return kept;
+}
 
 std::vector<ClassificationExample> make_next_line_examples(const std::vector<TaskDocument>& documents,
                                                            std::mt19937_64& rng) {
@@ -337,7 +349,7 @@ std::vector<ClassificationExample> build_file(const std::string& data_dir, const
   for (const auto& d : s.documents) r.units += static_cast<int64_t>(d.units.size());
   r.candidates = static_cast<int64_t>(examples.size());
   if (options.max_examples > 0 && r.candidates > options.max_examples)
-    examples.resize(static_cast<size_t>(options.max_examples));
+    examples = sample_in_order(std::move(examples), static_cast<size_t>(options.max_examples), rng);
   if (examples.empty())
     throw std::runtime_error(data_dir + "/" + s.file + ": no " + r.task + " example (" + std::to_string(r.units) +
                              " units of " + std::to_string(options.min_words) + ".." +

@@ -15,7 +15,7 @@
 namespace normlab::data {
 
 // Names the rules below; written into the manifest. Change it with any rule.
-constexpr const char* kLmTasksVersion = "lm-tasks-1";
+constexpr const char* kLmTasksVersion = "lm-tasks-2";  // 2: --max-examples a seeded sample
 
 // "next-line", "word-order": the tasks, in the order they are built.
 const std::vector<std::string>& lm_task_names();
@@ -24,7 +24,7 @@ struct LmTaskOptions {
   uint64_t seed = 1;         // --seed: with the task and split names, every random decision
   int64_t min_words = 4;     // --min-words: a unit has at least this many words
   int64_t max_words = 30;    // --max-words: and at most this many
-  int64_t max_examples = 0;  // --max-examples: keep the first N examples of each file (0: all)
+  int64_t max_examples = 0;  // --max-examples: a seeded sample of N examples of each file, in order (0: all)
   void validate() const;     // throws std::invalid_argument naming every bad option
 };
 

@@ -1,7 +1,7 @@
 // The downstream tasks of data/lm_tasks.h on a small lm-data folder written by write_lm_data: every
 // example checked against the documents' text by this test's own reading of it (units found by
 // splitting lines and counting words here, the next unit, the group of a line, the one swap), label
-// balance, determinism, the prefix property of --max-examples, and the errors.
+// balance, determinism, --max-examples as a seeded sample in file order, and the errors.
 #include "data/lm_tasks.h"
 
 #include <algorithm>
@@ -302,18 +302,59 @@ TEST_F(LmTasks, FilesAreDeterministicAndTheManifestCountsThem) {
     }
 }
 
-TEST_F(LmTasks, MaxExamplesKeepsAPrefix) {
-  const auto all = run("all");
-  LmTaskOptions few;
-  few.max_examples = 10;
-  const auto some = run("some", few);
-  for (const auto& task : lm_task_names())
-    for (const char* file : {"train", "dev"}) {
-      const auto path = task + "/" + file + ".tsv";
-      const auto whole = slurp(all + "/" + path), prefix = slurp(some + "/" + path);
-      EXPECT_EQ(std::count(prefix.begin(), prefix.end(), '\n'), 10) << path;
-      EXPECT_EQ(whole.rfind(prefix, 0), 0u) << path;
+std::vector<std::string> split_lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+// --max-examples N: N lines of the whole file's (the same seed), in its order, every candidate
+// as likely as any other: over 40 seeds the kept lines' positions spread over the whole file
+// (a prefix, the rule before lm-tasks-2, would keep only the first N).
+TEST_F(LmTasks, MaxExamplesIsASeededSampleInFileOrder) {
+  constexpr int kSeeds = 40, kKept = 10;
+  std::map<std::string, std::vector<int64_t>> positions;  // file -> kept lines' 0-based positions
+  std::map<std::string, int64_t> candidates;
+  std::set<std::string> samples;
+  for (int seed = 1; seed <= kSeeds; ++seed) {
+    LmTaskOptions whole, few;
+    whole.seed = few.seed = seed;
+    few.max_examples = kKept;
+    const auto all = run("all" + std::to_string(seed), whole), some = run("some" + std::to_string(seed), few);
+    for (const auto& task : lm_task_names())
+      for (const char* file : {"train", "dev"}) {
+        const auto path = task + "/" + file + ".tsv";
+        const auto lines = split_lines(slurp(all + "/" + path)), kept = split_lines(slurp(some + "/" + path));
+        ASSERT_EQ(kept.size(), static_cast<size_t>(kKept)) << path;
+        samples.insert(slurp(some + "/" + path));
+        size_t at = 0;  // each kept line is a later line of the whole file than the one before
+        for (const auto& line : kept) {
+          while (at < lines.size() && lines[at] != line) ++at;
+          ASSERT_LT(at, lines.size()) << path << " seed " << seed << ": not in order in the whole file: " << line;
+          positions[path].push_back(static_cast<int64_t>(at++));
+        }
+        candidates[path] = static_cast<int64_t>(lines.size());
+        const auto m = nlohmann::json::parse(slurp(some + "/manifest.json"));
+        EXPECT_EQ(m["tasks"][task]["files"][file]["candidates"], lines.size());
+        EXPECT_EQ(m["tasks"][task]["files"][file]["examples"], kKept);
+      }
+  }
+  for (const auto& [path, kept] : positions) {
+    const int64_t n = candidates[path];
+    ASSERT_GT(n, 3 * kKept) << path;  // room for a sample to differ from a prefix
+    // Uniform without replacement: each position kept with probability kKept / n; the kept
+    // positions' mean is (n - 1) / 2 with a standard error under n / sqrt(12 * 400) = n / 69.
+    double mean = 0;
+    int64_t late = 0;
+    for (const auto p : kept) {
+      mean += static_cast<double>(p) / static_cast<double>(kept.size());
+      late += p >= n / 2;
     }
+    EXPECT_NEAR(mean, (n - 1) / 2.0, 4.0 * n / 69) << path;
+    EXPECT_GT(late, 400 / 4) << path;  // about half of the 400 kept positions in the second half
+  }
+  EXPECT_EQ(samples.size(), static_cast<size_t>(kSeeds) * 4);  // every seed and file its own sample
 }
 
 void expect_error(const std::function<void()>& f, const std::string& fragment) {
