@@ -19,9 +19,6 @@ std::vector<std::string> mup_optimizer_problems(const model::ModelConfig& model,
   if (!adam_like(optimizer.kind) && optimizer.kind != OptimizerKind::kSgd)
     out.push_back("--parametrisation mup: --optimizer " + to_string(optimizer.kind) +
                   " has no muP rule here (mup's MuAdam, MuAdamW and MuSGD give adam, adamw and sgd)");
-  if (optimizer.weight_decay != 0.0)
-    out.push_back("--parametrisation mup with --weight-decay: mup rescales each parameter's weight decay with its lr "
-                  "(mup/optim.py), and normlab's optimisers take one weight decay for all");
   return out;
 }
 
@@ -40,6 +37,13 @@ std::vector<double> mup_lr_scales(const model::ModelConfig& model, const Optimiz
     else
       scales[i] = infinite == 1 ? m : 1.0;  // MuSGD: lr * width_mult for vector-like
   }
+  return scales;
+}
+
+std::vector<double> mup_weight_decay_scales(const model::ModelConfig& model, const OptimizerConfig& optimizer,
+                                            const NamedTensors& named) {
+  auto scales = mup_lr_scales(model, optimizer, named);
+  for (auto& s : scales) s = 1.0 / s;
   return scales;
 }
 

@@ -11,10 +11,8 @@
 
 namespace normlab::train {
 
-// What --parametrisation mup cannot take from `optimizer`, one message each: optimisers outside
-// mup's tables (MuAdam, MuAdamW, MuSGD), and weight decay, which mup rescales per parameter
-// beside the lr (x m for matrices under MuAdam, / m for vectors under MuSGD) and normlab's
-// optimisers hold as one value. Empty under sp.
+// What --parametrisation mup cannot take from `optimizer`: optimisers outside mup's tables
+// (MuAdam, MuAdamW, MuSGD), one message. Empty under sp.
 std::vector<std::string> mup_optimizer_problems(const model::ModelConfig& model, const OptimizerConfig& optimizer);
 
 // Each of `named`'s lr multiplier (parallel to it) for a model of `model`: under MuAdam (adam,
@@ -24,5 +22,12 @@ std::vector<std::string> mup_optimizer_problems(const model::ModelConfig& model,
 // sp. Throws std::invalid_argument for mup_optimizer_problems().
 std::vector<double> mup_lr_scales(const model::ModelConfig& model, const OptimizerConfig& optimizer,
                                   const NamedTensors& named);
+
+// Each of `named`'s weight-decay multiplier: the inverse of its lr multiplier (mup/optim.py:
+// MuAdam's group['weight_decay'] *= width_mult where group['lr'] /= width_mult, MuSGD's /= where
+// lr *= ), so that lr x weight decay, AdamW's decoupled decay per update, is sp's for every
+// parameter. All 1 under sp.
+std::vector<double> mup_weight_decay_scales(const model::ModelConfig& model, const OptimizerConfig& optimizer,
+                                            const NamedTensors& named);
 
 }  // namespace normlab::train

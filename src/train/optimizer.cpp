@@ -177,6 +177,21 @@ void Optimizer::set_lr_scales(std::vector<double> scales) {
   lr_scales_ = std::move(scales);
 }
 
+void Optimizer::set_weight_decay_scales(std::vector<double> scales) {
+  if (scales.size() != params_.size())
+    throw std::invalid_argument("optimizer: " + std::to_string(scales.size()) + " weight decay scales for " +
+                                std::to_string(params_.size()) + " parameters");
+  for (size_t i = 0; i < scales.size(); ++i) {
+    if (!(scales[i] >= 0.0 && std::isfinite(scales[i])))
+      throw std::invalid_argument("optimizer: the weight decay scale of '" + params_[i].first +
+                                  "' must be finite and >= 0, got " + core::format_number(scales[i]));
+    if (scales[i] != 1.0 && !algorithm_->scales_weight_decay())
+      throw std::invalid_argument("optimizer: --optimizer " + to_string(config_.kind) +
+                                  " has no per-parameter weight decay");
+  }
+  algorithm_->set_weight_decay_scales(std::move(scales));
+}
+
 void Optimizer::zero_grad() {
   for (auto& [name, p] : params_) p.mutable_grad() = torch::Tensor();
 }

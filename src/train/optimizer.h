@@ -180,6 +180,11 @@ class Optimizer {
   // 0 keeps a parameter exactly where it is. Throws std::invalid_argument for a wrong size or
   // a negative or non-finite multiplier. Not part of state(): it comes from the configuration.
   void set_lr_scales(std::vector<double> scales);
+  // Per-parameter multipliers of --weight-decay, parallel to parameters() (torch.optim's
+  // parameter groups with their own weight_decay: muP's, train/mup_lr.h). Default all 1. Throws
+  // std::invalid_argument for a wrong size, a negative or non-finite multiplier, or one other
+  // than 1 for an optimiser that has no per-parameter weight decay (adam, adamw and sgd have).
+  void set_weight_decay_scales(std::vector<double> scales);
   // Number of step() calls so far (including those that skipped every parameter).
   int64_t steps() const { return steps_; }
   const TensorMap& last_updates() const { return last_updates_; }

@@ -85,12 +85,22 @@ class OptimizerAlgorithm {
 
   const OptimizerConfig& config() const { return config_; }
 
+  // (f) Per-parameter multipliers of --weight-decay, parallel to the parameters (muP's: the
+  // `mup` package rescales each parameter group's weight_decay beside its lr, train/mup_lr.h);
+  // empty: all 1. Only an optimiser whose scales_weight_decay() is true reads them (the facade
+  // refuses others any multiplier but 1).
+  void set_weight_decay_scales(std::vector<double> scales) { weight_decay_scales_ = std::move(scales); }
+  virtual bool scales_weight_decay() const { return false; }
+
  protected:
   // One parameter p (its state: index i) from `grad` at its rate lr (lr scale included).
   virtual void update(const torch::Tensor& p, const torch::Tensor& grad, size_t i, double lr) = 0;
+  // Parameter i's multiplier of the weight decay (set_weight_decay_scales).
+  double weight_decay_scale(size_t i) const { return weight_decay_scales_.empty() ? 1.0 : weight_decay_scales_[i]; }
 
  private:
   const OptimizerConfig config_;
+  std::vector<double> weight_decay_scales_;
 };
 
 // Options beyond --betas, --eps and --weight-decay that an optimiser reads; problems() refuses

@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include "core/same_job.h"
+#include "train/mup_lr.h"
 #include "train/progress.h"
 #include "train/records.h"
 #include "train/run_setup.h"
@@ -107,6 +108,8 @@ void Trainer::make_optimizer() {
   const auto& model = net_->config();
   if (c_.init_from.pretrained_lr_scale != 1.0 || model.parametrisation != model::Parametrisation::kSp)
     optimizer_->set_lr_scales(parameter_lr_scales(c_, model, named));
+  if (model.parametrisation != model::Parametrisation::kSp)
+    optimizer_->set_weight_decay_scales(mup_weight_decay_scales(model, c_.optimizer, named));
   auto scaler = c_.precision == model::Precision::kFp16
                     ? make_loss_scaler(c_.loss_scaler, dp_.ranks(), c_.update_freq)
                     : nullptr;

@@ -142,9 +142,17 @@ TEST(Width, LrScalesAreMuAdamsAndMuSgds) {
     EXPECT_DOUBLE_EQ(a[i], it->second.first) << named[i].first;
     EXPECT_DOUBLE_EQ(s[i], it->second.second) << named[i].first;
   }
+  // Weight decay: each parameter's multiplier the inverse of its lr multiplier (mup/optim.py).
+  const auto a_wd = train::mup_weight_decay_scales(c, adam, named), s_wd = train::mup_weight_decay_scales(c, sgd, named);
+  for (size_t i = 0; i < named.size(); ++i) {
+    const auto it = expected.find(named[i].first);
+    if (it == expected.end()) continue;
+    EXPECT_DOUBLE_EQ(a_wd[i], 1.0 / it->second.first) << named[i].first;
+    EXPECT_DOUBLE_EQ(s_wd[i], 1.0 / it->second.second) << named[i].first;
+  }
   train::OptimizerConfig wd;
   wd.weight_decay = 0.01;
-  EXPECT_EQ(train::mup_optimizer_problems(c, wd).size(), 1u);
+  EXPECT_TRUE(train::mup_optimizer_problems(c, wd).empty());
   train::OptimizerConfig lion;
   lion.kind = train::OptimizerKind::kLion;
   EXPECT_EQ(train::mup_optimizer_problems(c, lion).size(), 1u);

@@ -14,7 +14,9 @@ of the normlab checkpoint at width C, the same class at the base width C0 and at
             `--optimizer sgd` with `--trace-steps 1` on every parameter, whose histograms of the
             gradient and of the update (w_1 - w_0) over 0.1-decade bins of log10 |.| are the same
             elements shifted by log10 lr_i: the mean bin shift over the elements is log10 lr_i to
-            a fraction of a bin (SGD_TOLERANCE decades).
+            a fraction of a bin (SGD_TOLERANCE decades). Weight decay: each parameter's decay per
+            update (lr_i x weight_decay_i) of MuAdamW and MuSGD with weight_decay W, against the
+            difference between one update with `--weight-decay W` and one without.
   forward   the reference with the package's multipliers, attention q.k x 1/sqrt(D0) / m (the
             1/d attention of Yang et al. §J.1 with the fan-in width_mult m of q_proj's infshape:
             sqrt(D0)/D, the README's "8/d") and the readout input x output_mult / width_mult()
@@ -37,6 +39,7 @@ import argparse
 import copy
 import csv
 import math
+import shutil
 import sys
 from pathlib import Path
 
@@ -71,6 +74,11 @@ LR_TINY = 1e-30           # the run that keeps the initial weights (`train` refu
 # hypotheses differ by m = 4.
 LR_TOLERANCE = 1e-3
 SGD_LR = 1.0              # SGD's lr of its one-update run
+# --weight-decay W of the decay runs: a decay of L W = 1e-2 (AdamW) and 1e-2 (SGD) of each weight
+# per update, which float32 resolves to ~1e-5 relative over a tensor; a missing multiplier is off
+# by m = 4.
+WD_ADAMW, WD_SGD = 1.0, 0.01
+WD_TOLERANCE = 1e-3
 # The mean bin shift averages each element's floor(x + log10 lr_i) - floor(x) over its fractional
 # parts (measured: within 0.006 decade on tensors of 64 elements); 0.02 decade is 4.7%, while m = 4
 # is 0.6 decade (m = 2: 0.3).
@@ -182,12 +190,17 @@ def names_by_id(model):
     return {id(p): name for name, p in model.named_parameters()}
 
 
-def package_lr_multipliers(model, optimizer):
-    """name -> the package optimiser's lr over L, from its param_groups."""
+def package_groups(model, optimizer, lr, weight_decay=0.0):
+    """(name, its param_group) for every parameter, from the package optimiser's param_groups."""
     names = names_by_id(model)
     make = {"adam": mup.MuAdam, "adamw": mup.MuAdamW, "sgd": mup.MuSGD}[optimizer]
-    opt = make(model.parameters(), lr=LR)
-    return {names[id(p)]: group["lr"] / LR for group in opt.param_groups for p in group["params"]}
+    opt = make(model.parameters(), lr=lr, weight_decay=weight_decay)
+    return [(names[id(p)], group) for group in opt.param_groups for p in group["params"]]
+
+
+def package_lr_multipliers(model, optimizer):
+    """name -> the package optimiser's lr over L, from its param_groups."""
+    return {name: group["lr"] / LR for name, group in package_groups(model, optimizer, LR)}
 
 
 def infinite_dims(model):
@@ -253,7 +266,41 @@ def check_lr(args, kind, scheme, share):
         groups = ", ".join(f"{n} with {k} infinite dims x {v:g}" for (k, v), n in sorted(counts.items()))
         lines.append(f"lr {optimizer}: {groups}; worst relative error {worst:.1e} ({worst_name})")
     sgd_failures, line = check_sgd(args, common, package_lr_multipliers(model, "sgd"), ninf)
-    return failures + sgd_failures, lines + [line]
+    wd_failures, wd_lines = check_weight_decay(args, common, model, ninf, before)
+    return failures + sgd_failures + wd_failures, lines + [line] + wd_lines
+
+
+def check_weight_decay(args, common, model, ninf, before):
+    """Each parameter's decay per update, lr_i x weight_decay_i, against the package's param_groups
+    (MuAdamW and MuSGD with weight_decay W). From outside: one update with --weight-decay W and one
+    without from the same start; AdamW's p (1 - lr_i wd_i) - lr_i u and SGD's p - lr_i (g + wd_i p)
+    differ from the undecayed update by lr_i wd_i p_0, read as the least-squares slope over the
+    tensor's elements (tensors of zeros at the start, the biases, carry none and are skipped).
+    Adam's L2 decay (in the gradient, then normalised) is not visible in one update: not checked
+    here; it takes the same per-parameter multiplier (Optimizer::set_weight_decay_scales)."""
+    failures, lines = [], []
+    for optimizer, lr, wd in (("adamw", LR, WD_ADAMW), ("sgd", SGD_LR, WD_SGD)):
+        expected = {name: group["lr"] * group["weight_decay"] / (lr * wd)
+                    for name, group in package_groups(model, optimizer, lr, wd)}
+        _, plain = trained(args, common, f"wd0-{optimizer}", optimizer, lr)
+        _, decayed = trained(args, common + ["--weight-decay", wd], f"wd-{optimizer}", optimizer, lr)
+        worst, worst_name, counts = 0.0, None, {}
+        for name, want in sorted(expected.items()):
+            p0 = before[name].double()  # the start, to 1e-30 (lr-initial's step)
+            if p0.abs().max().item() < 1e-6:  # zeros at the start (biases): no decay to see
+                continue
+            measured = ((plain[name].double() - decayed[name].double()) * p0).sum().item() / (p0 * p0).sum().item()
+            measured /= lr * wd
+            error = abs(measured - want) / want
+            counts[(ninf[name], want)] = counts.get((ninf[name], want), 0) + 1
+            if error > worst:
+                worst, worst_name = error, name
+            if error > WD_TOLERANCE:
+                failures.append(f"{optimizer} weight decay of {name} ({ninf[name]} infinite dims): the package's "
+                                f"lr x weight_decay is {want:g} x (L W), normlab's update decays by {measured:.6g} x (L W)")
+        groups = ", ".join(f"{n} with {k} infinite dims x {v:g}" for (k, v), n in sorted(counts.items()))
+        lines.append(f"weight decay {optimizer}: lr_i wd_i / (L W): {groups}; worst relative error {worst:.1e} ({worst_name})")
+    return failures, lines
 
 
 def log_histograms(path):
@@ -478,6 +525,7 @@ def check_init(args, kind, scheme, share):
 
 def main():
     args = parse_args()
+    shutil.rmtree(args.workdir, ignore_errors=True)  # a run left there would be "complete" and reused
     args.workdir.mkdir(parents=True, exist_ok=True)
     kind, scheme, share = CASES[args.case]
     failures, lines = [], []

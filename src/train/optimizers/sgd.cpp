@@ -27,11 +27,13 @@ class Sgd final : public OptimizerAlgorithm {
   std::optional<double> stability_threshold(double lr) const override {
     return (2.0 + 2.0 * config().momentum) / lr;
   }
+  bool scales_weight_decay() const override { return true; }
 
  protected:
   void update(const torch::Tensor& p, const torch::Tensor& grad, size_t i, double lr) override {
     const auto& c = config();
-    auto g = c.weight_decay != 0.0 ? grad.add(p, c.weight_decay) : grad;
+    const double wd = c.weight_decay * weight_decay_scale(i);
+    auto g = wd != 0.0 ? grad.add(p, wd) : grad;
     if (c.momentum != 0.0) {
       auto& buf = buffers_[i];
       if (!buf.defined()) {
