@@ -230,6 +230,24 @@ def trained(args, common, tag, optimizer, lr):
     return checkpoint, torch.load(checkpoint, map_location="cpu", weights_only=False)
 
 
+class Tally:
+    """One check's per-tensor relative errors: the worst, and the tensors per (infinite dims, expected)."""
+
+    def __init__(self):
+        self.worst, self.worst_name, self.counts = 0.0, None, {}
+
+    def add(self, name, ninf, want, measured):
+        error = abs(measured - want) / want
+        self.counts[(ninf, want)] = self.counts.get((ninf, want), 0) + 1
+        if error > self.worst:
+            self.worst, self.worst_name = error, name
+        return error
+
+    def line(self, title):
+        groups = ", ".join(f"{n} with {k} infinite dims x {v:g}" for (k, v), n in sorted(self.counts.items()))
+        return f"{title}: {groups}; worst relative error {self.worst:.1e} ({self.worst_name})"
+
+
 def check_lr(args, kind, scheme, share):
     """normlab's per-parameter Adam/AdamW lr against MuAdam's/MuAdamW's; returns (failures, lines)."""
     prefix = args.data / "multi30k" / "val" if args.data else None
@@ -246,7 +264,7 @@ def check_lr(args, kind, scheme, share):
     for optimizer in ("adam", "adamw"):
         expected = package_lr_multipliers(model, optimizer)
         _, after = trained(args, common, f"lr-{optimizer}", optimizer, LR)
-        worst, worst_name, counts = 0.0, None, {}
+        tally = Tally()
         for name, multiplier in sorted(expected.items()):
             if name.endswith("k_proj.bias"):  # analytically zero gradient (check_score.py): no sign to step by
                 continue
@@ -255,16 +273,11 @@ def check_lr(args, kind, scheme, share):
                 continue
             step = (after[name].double() - before[name].double()).abs().max().item()
             measured = step / LR
-            error = abs(measured - multiplier) / multiplier
-            counts[(ninf[name], multiplier)] = counts.get((ninf[name], multiplier), 0) + 1
-            if error > worst:
-                worst, worst_name = error, name
-            if error > LR_TOLERANCE:
+            if tally.add(name, ninf[name], multiplier, measured) > LR_TOLERANCE:
                 failures.append(f"{optimizer} lr of {name} ({ninf[name]} infinite dims): mup's Mu"
                                 f"{'AdamW' if optimizer == 'adamw' else 'Adam'} gives {multiplier:g} x lr, "
                                 f"normlab's first update {measured:.6g} x lr")
-        groups = ", ".join(f"{n} with {k} infinite dims x {v:g}" for (k, v), n in sorted(counts.items()))
-        lines.append(f"lr {optimizer}: {groups}; worst relative error {worst:.1e} ({worst_name})")
+        lines.append(tally.line(f"lr {optimizer}"))
     sgd_failures, line = check_sgd(args, common, package_lr_multipliers(model, "sgd"), ninf)
     wd_failures, wd_lines = check_weight_decay(args, common, model, ninf, before)
     return failures + sgd_failures + wd_failures, lines + [line] + wd_lines
@@ -284,22 +297,17 @@ def check_weight_decay(args, common, model, ninf, before):
                     for name, group in package_groups(model, optimizer, lr, wd)}
         _, plain = trained(args, common, f"wd0-{optimizer}", optimizer, lr)
         _, decayed = trained(args, common + ["--weight-decay", wd], f"wd-{optimizer}", optimizer, lr)
-        worst, worst_name, counts = 0.0, None, {}
+        tally = Tally()
         for name, want in sorted(expected.items()):
             p0 = before[name].double()  # the start, to 1e-30 (lr-initial's step)
             if p0.abs().max().item() < 1e-6:  # zeros at the start (biases): no decay to see
                 continue
             measured = ((plain[name].double() - decayed[name].double()) * p0).sum().item() / (p0 * p0).sum().item()
             measured /= lr * wd
-            error = abs(measured - want) / want
-            counts[(ninf[name], want)] = counts.get((ninf[name], want), 0) + 1
-            if error > worst:
-                worst, worst_name = error, name
-            if error > WD_TOLERANCE:
+            if tally.add(name, ninf[name], want, measured) > WD_TOLERANCE:
                 failures.append(f"{optimizer} weight decay of {name} ({ninf[name]} infinite dims): the package's "
                                 f"lr x weight_decay is {want:g} x (L W), normlab's update decays by {measured:.6g} x (L W)")
-        groups = ", ".join(f"{n} with {k} infinite dims x {v:g}" for (k, v), n in sorted(counts.items()))
-        lines.append(f"weight decay {optimizer}: lr_i wd_i / (L W): {groups}; worst relative error {worst:.1e} ({worst_name})")
+        lines.append(tally.line(f"weight decay {optimizer}: lr_i wd_i / (L W)"))
     return failures, lines
 
 
