@@ -43,7 +43,7 @@ Runner add_advise_command(CLI::App& app, const GlobalOptions&) {
     auto& c = o->config;
     c.model = o->model.resolve(/*vocab_from_data=*/true);
     c.model.dropout = c.model.attention_dropout = c.model.activation_dropout = 0.0;  // measured with dropout off
-    c.inputs.max_positions = c.model.max_positions;
+    c.inputs.fit_model(c.model);
     c.optimizer.kind = train::parse_optimizer_kind(o->optimizer);
     c.optimizer.betas = {o->betas.at(0), o->betas.at(1)};
     c.lr_lo = o->lr_range.at(0);

@@ -22,9 +22,11 @@
 #include "data/vocab.h"
 #include "model/checkpoint.h"
 #include "model/model.h"
+#include "data/text_stream.h"
 #include "model_options.h"
 #include "precision_option.h"
 #include "train/criterion.h"
+#include "train/train_data.h"
 
 namespace normlab::app {
 namespace {
@@ -34,7 +36,7 @@ struct HessianOptions {
   ModelOptions model;
   std::string checkpoint, data, src = "de", tgt = "en", vocab, vocab_train;
   data::VocabTrainOptions vocab_options;
-  int64_t max_sentences = 0, max_tokens = 4096;
+  int64_t max_sentences = 0, max_tokens = 4096, block_size = 0;
   double label_smoothing = 0.1;
   double z_loss = 0.0;
   std::string ls_formula = "uniform", params = ".*", dtype = "float32", precision = "fp32";
@@ -43,11 +45,11 @@ struct HessianOptions {
 };
 
 // Vocabulary: --vocab FILE, else the checkpoint's own as translate finds it (inside a `normlab
-// train` checkpoint, else its run folder's), else trained on --vocab-train PREFIX as `normlab
-// train` does (saved to OUT/vocab by rank 0, which the other ranks then read). A checkpoint's
-// model must have its size.
-data::Vocab load_vocab(const HessianOptions& o, const model::LoadedModel* loaded, nlohmann::json& resolved,
-                       core::ProcessGroup& group) {
+// train` checkpoint, else its run folder's), else trained on --vocab-train as `normlab train`
+// does (PREFIX's two sides; a single-stack model's text FILE; saved to OUT/vocab by rank 0,
+// which the other ranks then read). A checkpoint's model must have its size.
+data::Vocab load_vocab(const HessianOptions& o, const model::ModelConfig& config, const model::LoadedModel* loaded,
+                       nlohmann::json& resolved, core::ProcessGroup& group) {
   auto find = [&]() -> data::Vocab {
     if (!o.vocab.empty()) {
       resolved["vocab"] = o.vocab;
@@ -66,7 +68,10 @@ data::Vocab load_vocab(const HessianOptions& o, const model::LoadedModel* loaded
     if (group.is_main()) {
       std::cerr << "normlab hessian: training a " << o.vocab_options.vocab_size << "-piece vocabulary on "
                 << o.vocab_train << "\n";
-      data::save_vocab(data::train_vocab_on_corpus(o.vocab_train, o.src, o.tgt, o.vocab_options), dir);
+      data::save_vocab(config.single_stack()
+                           ? data::train_vocab(data::read_text_for_vocab(o.vocab_train), o.vocab_options)
+                           : data::train_vocab_on_corpus(o.vocab_train, o.src, o.tgt, o.vocab_options),
+                       dir);
     }
     group.barrier();
     resolved["vocab"] = (std::filesystem::path(dir) / data::kVocabModelFile).string();
@@ -79,38 +84,67 @@ data::Vocab load_vocab(const HessianOptions& o, const model::LoadedModel* loaded
   return vocab;
 }
 
-// The first --max-sentences pairs of the data set (file order) that fit the model, in
-// batches of at most --max-tokens padded tokens; `note` says how many were kept.
-std::vector<data::Batch> load_batches(const HessianOptions& o, const data::Vocab& vocab,
-                                      int64_t max_positions, nlohmann::json& resolved, std::string& note) {
+// The first --max-sentences pairs of the data set (file order) that fit the model; `note` says
+// how many were kept.
+train::Corpus load_pairs(const HessianOptions& o, const data::Vocab& vocab, int64_t max_positions,
+                         nlohmann::json& resolved, std::string& note) {
   auto loaded = data::load_encoded_corpus(o.data, o.src, o.tgt, vocab, /*cache_dir=*/"");
-  auto& src = loaded.corpus.src;
-  auto& tgt = loaded.corpus.tgt;
-  if (o.max_sentences > 0 && static_cast<int64_t>(src.size()) > o.max_sentences) {
-    src.resize(o.max_sentences);
-    tgt.resize(o.max_sentences);
+  train::Corpus corpus;
+  corpus.src = std::move(loaded.corpus.src);
+  corpus.tgt = std::move(loaded.corpus.tgt);
+  if (o.max_sentences > 0 && static_cast<int64_t>(corpus.src.size()) > o.max_sentences) {
+    corpus.src.resize(o.max_sentences);
+    corpus.tgt.resize(o.max_sentences);
   }
   data::FilterOptions filter;
   filter.max_positions = max_positions;
-  const auto kept = data::filter_pairs(src, tgt, filter);
-  note = o.data + ": " + std::to_string(kept.kept.size()) + " pairs of " + std::to_string(src.size()) +
+  const auto kept = data::filter_pairs(corpus.src, corpus.tgt, filter);
+  note = o.data + ": " + std::to_string(kept.kept.size()) + " pairs of " + std::to_string(corpus.src.size()) +
          " (" + std::to_string(kept.empty) + " empty, " + std::to_string(kept.too_long) +
          " longer than the model's positions)";
   if (kept.kept.empty()) throw std::invalid_argument("--data " + o.data + ": no sentence pair left");
-  resolved["pairs_read"] = src.size();
+  resolved["pairs_read"] = corpus.src.size();
+  corpus.kept = kept.kept;
+  corpus.sizes = data::example_sizes(corpus.src, corpus.tgt);
+  return corpus;
+}
+
+// A single-stack model's running text as `normlab train` cuts it (blocks of --block-size
+// positions, else the model's; an encoder's masked with --seed as validation masks: the same
+// masks on every run), its first --max-sentences blocks.
+train::Corpus load_blocks(const HessianOptions& o, const data::Vocab& vocab, const model::ModelConfig& config,
+                          nlohmann::json& resolved, std::string& note) {
+  const bool masked = config.kind == model::kEncoderOnly;
+  const int64_t block = o.block_size > 0 ? o.block_size : config.max_positions;
+  if (block > config.max_positions)
+    throw std::invalid_argument("--block-size " + std::to_string(block) + " exceeds the model's max_positions " +
+                                std::to_string(config.max_positions));
+  auto corpus = train::load_text_corpus(o.data, vocab, block, [&](const std::string& line) { note = line; },
+                                        masked ? data::Layout::kMaskedBlocks : data::Layout::kBlocks);
+  if (masked) corpus.masking = train::CorpusMasking{data::MaskingConfig{}, train::mask_tokens(vocab), o.run.seed};
+  if (o.max_sentences > 0 && static_cast<int64_t>(corpus.kept.size()) > o.max_sentences) {
+    corpus.kept.resize(o.max_sentences);
+    note += "; the first " + std::to_string(o.max_sentences) + " blocks (--max-sentences)";
+  }
+  resolved["block_size"] = block;
+  resolved["blocks_read"] = corpus.src.size();
+  return corpus;
+}
+
+// The data set in batches of at most --max-tokens padded tokens.
+std::vector<data::Batch> load_batches(const HessianOptions& o, const data::Vocab& vocab,
+                                      const model::ModelConfig& config, nlohmann::json& resolved, std::string& note) {
+  if (o.block_size != 0 && !config.single_stack())
+    throw std::invalid_argument("--block-size: the positions of a block of running text (a decoder-only or "
+                                "encoder-only model's --data FILE)");
+  const auto corpus = config.single_stack() ? load_blocks(o, vocab, config, resolved, note)
+                                            : load_pairs(o, vocab, config.max_positions, resolved, note);
   data::BatchingConfig batching;
   batching.max_tokens = o.max_tokens;
   core::throw_if_problems(batching.validate());
   std::vector<data::Batch> batches;
-  for (const auto& indices : data::make_batches(data::example_sizes(src, tgt), kept.kept, batching,
-                                                o.run.seed, 0)) {
-    std::vector<data::Sentence> bs, bt;
-    for (auto i : indices) {
-      bs.push_back(src[i]);
-      bt.push_back(tgt[i]);
-    }
-    batches.push_back(data::make_batch(bs, bt, 0, bs.size()));
-  }
+  for (const auto& indices : data::make_batches(corpus.sizes, corpus.kept, batching, o.run.seed, 0))
+    batches.push_back(train::gather(corpus, indices, 0));
   return batches;
 }
 
@@ -127,8 +161,11 @@ Runner add_hessian_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--dtype", o->dtype, "float32|float64 (the model is converted)")
       ->capture_default_str()->group(g_model);
   add_precision_option(*cmd, o->precision);
-  cmd->add_option("--data", o->data, "text PREFIX (PREFIX.SRC, PREFIX.TGT, plain or .gz)")
+  cmd->add_option("--data", o->data, "text PREFIX (PREFIX.SRC, PREFIX.TGT, plain or .gz); a decoder-only or "
+                                     "encoder-only model's: one text FILE, cut into blocks as train does")
       ->required()->group(g_data);
+  cmd->add_option("--block-size", o->block_size, "a text FILE's positions per block (0: the model's max_positions)")
+      ->capture_default_str()->check(CLI::NonNegativeNumber)->group(g_data);
   cmd->add_option("--src", o->src, "source language suffix")->capture_default_str()->group(g_data);
   cmd->add_option("--tgt", o->tgt, "target language suffix")->capture_default_str()->group(g_data);
   cmd->add_option("--vocab", o->vocab, "SentencePiece model file")->group(g_data);
@@ -138,7 +175,7 @@ Runner add_hessian_command(CLI::App& app, const GlobalOptions& global) {
   // An option that only qualifies another is refused without it (issue 34: unused options).
   cmd->add_option("--vocab-size", o->vocab_options.vocab_size, "pieces of --vocab-train's vocabulary")
       ->capture_default_str()->needs(vocab_train)->group(g_data);
-  cmd->add_option("--max-sentences", o->max_sentences, "the first N pairs of the data set (0: all)")
+  cmd->add_option("--max-sentences", o->max_sentences, "the first N pairs (or blocks) of the data set (0: all)")
       ->capture_default_str()->check(CLI::NonNegativeNumber)->group(g_data);
   cmd->add_option("--max-tokens", o->max_tokens, "padded tokens per batch (the sum is exact for any value)")
       ->capture_default_str()->group(g_data);
@@ -204,14 +241,14 @@ Runner add_hessian_command(CLI::App& app, const GlobalOptions& global) {
       resolved["checkpoint"] = o->checkpoint;
       resolved["checkpoint_checksum"] = loaded->meta.value("checksum", nlohmann::json());
     }
-    const auto vocab = load_vocab(*o, loaded.get(), resolved, job.group);
+    auto config = net ? net->config() : o->model.resolve(/*vocab_from_data=*/true);
+    const auto vocab = load_vocab(*o, config, loaded.get(), resolved, job.group);
     const auto vocab_hash = core::hash_bytes(vocab.bytes().data(), vocab.bytes().size());
     resolved["vocab_checksum"] = core::hash_hex(vocab_hash);
-    auto config = net ? net->config() : o->model.resolve(/*vocab_from_data=*/true);
     std::string note;
-    auto batches = load_batches(*o, vocab, config.max_positions, resolved, note);
+    auto batches = load_batches(*o, vocab, config, resolved, note);
     if (!net) {
-      config.src_vocab_size = config.tgt_vocab_size = vocab.size();
+      config.src_vocab_size = config.tgt_vocab_size = model::model_vocab_size(config.kind, vocab.size());
       net = model::create_model(config);
       net->to(dtype);
       // admin-profile profiles on the first batch of the data (docs/hessian.md)

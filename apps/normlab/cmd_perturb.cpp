@@ -48,7 +48,7 @@ Runner add_perturb_command(CLI::App& app, const GlobalOptions&) {
     if (schemes->count() == 0) c.schemes = {o->model.scheme_name()};
     c.overrides = o->model.scheme_overrides();
     c.delta = analysis::parse_delta_kind(o->delta);
-    c.inputs.max_positions = c.model.max_positions;
+    c.inputs.fit_model(c.model);
     std::optional<core::DirLock> lock;  // one writer per OUT (an empty --out is run_perturb's to report)
     if (!c.out.empty()) lock.emplace(c.out, "normlab perturb");
     analysis::run_perturb(c);

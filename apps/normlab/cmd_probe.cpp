@@ -70,7 +70,7 @@ Runner add_probe_command(CLI::App& app, const GlobalOptions& global) {
     const auto device = core::resolve_device(global.device);
     c.precision = model::parse_precision(o->precision, device);
     warn_if_emulated(c.precision, device);
-    c.inputs.max_positions = c.model.max_positions;
+    c.inputs.fit_model(c.model);
     c.critical_lr_lo = o->lr_range.at(0);
     c.critical_lr_hi = o->lr_range.at(1);
     auto job = join_job(o->dist, device);  // under a launcher: seeds split across ranks

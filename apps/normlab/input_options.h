@@ -1,4 +1,4 @@
-// The input flags shared by the instruments (probe, perturb): --train/--vocab for real
+// The input flags shared by the instruments (probe, perturb, advise): --train/--vocab for real
 // mini-batches, or random tokens (docs/probe.md, "Inputs").
 #pragma once
 

@@ -1,8 +1,11 @@
 #include "analysis/perturb.h"
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <iostream>
+#include <limits>
+#include <map>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -20,24 +23,35 @@
 namespace normlab::analysis {
 namespace {
 
-struct Outputs {
-  std::vector<torch::Tensor> encoder, decoder;  // per batch: (B,S,C), (B,T,V)
-};
+// Each stack's output as fairseq's module returns it, per batch: an encoder-decoder's encoder
+// states (B,S,C) and decoder logits (B,T,V); a single-stack model's logits (its stack's: a
+// decoder-only model's decoder, RoBERTa's encoder with its LM head) under its stack's name.
+using Outputs = std::map<std::string, std::vector<torch::Tensor>>;
 
-Outputs outputs(model::Seq2Seq& net, const std::vector<data::Batch>& batches) {
+Outputs outputs(model::Model net, const std::vector<data::Batch>& batches) {
   torch::NoGradGuard no_grad;
   Outputs o;
+  const auto seq2seq = std::dynamic_pointer_cast<model::Seq2SeqImpl>(net.ptr());
+  const auto stack = net->stacks().front().name;
   for (const auto& b : batches) {
-    auto enc = net->encoder(b.src);
-    o.encoder.push_back(enc.out.to(torch::kFloat64));
-    o.decoder.push_back(net->decoder(b.prev_output_tokens, enc).to(torch::kFloat64));
+    if (!seq2seq) {
+      o[stack].push_back(net->forward(b).to(torch::kFloat64));
+      continue;
+    }
+    auto enc = seq2seq->encoder(b.src);
+    o["encoder"].push_back(enc.out.to(torch::kFloat64));
+    o["decoder"].push_back(seq2seq->decoder(b.prev_output_tokens, enc).to(torch::kFloat64));
   }
   return o;
 }
 
-// Mean over non-padding tokens of ||a - b||^2 (over the last dimension).
-double change(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b,
+// Mean over non-padding tokens of ||a - b||^2 (over the last dimension); NaN when the model has
+// no such stack.
+double change(const Outputs& before, const Outputs& after, const std::string& stack,
               const std::vector<torch::Tensor>& weights) {
+  if (!before.count(stack)) return std::numeric_limits<double>::quiet_NaN();
+  const auto& a = before.at(stack);
+  const auto& b = after.at(stack);
   double sum = 0.0, tokens = 0.0;
   for (size_t i = 0; i < a.size(); ++i) {
     sum += ((a[i] - b[i]).pow(2).sum(-1) * weights[i]).sum().item<double>();
@@ -111,7 +125,8 @@ void run_perturb(const PerturbConfig& c) {
     for (auto depth : c.depths) {
       auto m = c.model;
       m.scheme = c.overrides.apply(model::scheme_by_name(scheme));
-      m.encoder_layers = m.decoder_layers = depth;
+      if (m.has_encoder()) m.encoder_layers = depth;
+      if (m.has_decoder()) m.decoder_layers = depth;
       m.src_vocab_size = m.tgt_vocab_size = source.vocab_size();
       std::vector<double> enc_changes, dec_changes;
       for (int64_t s = 0; s < c.seeds; ++s) {
@@ -122,15 +137,14 @@ void run_perturb(const PerturbConfig& c) {
           enc_w.push_back(token_weights(b.src));
           dec_w.push_back(token_weights(b.prev_output_tokens));
         }
-        // The encoder's output and the decoder's: what the comparison is of.
-        auto net = model::as_encoder_decoder(model::create_model(m), "normlab perturb");
+        auto net = model::create_model(m);
         model::initialize(net, seed, &batches.front());
         net->eval();
         const auto before = outputs(net, batches);
         perturb_weights(net, c, batches.front(), seed);
         const auto after = outputs(net, batches);
-        enc_changes.push_back(change(before.encoder, after.encoder, enc_w));
-        dec_changes.push_back(change(before.decoder, after.decoder, dec_w));
+        enc_changes.push_back(change(before, after, "encoder", enc_w));
+        dec_changes.push_back(change(before, after, "decoder", dec_w));
         csv << scheme << "," << depth << "," << seed << "," << to_string(c.delta) << ","
             << csv_number(enc_changes.back()) << "," << csv_number(dec_changes.back()) << "\n";
       }
@@ -138,8 +152,10 @@ void run_perturb(const PerturbConfig& c) {
       const auto [dm, ds] = mean_and_sd(dec_changes);
       summary[scheme][std::to_string(depth)] = {
           {"encoder_change_mean", em}, {"encoder_change_std", es}, {"decoder_change_mean", dm}, {"decoder_change_std", ds}};
-      std::fprintf(stderr, "%-9s depth %3lld: encoder change %.4g (sd %.2g), decoder change %.4g (sd %.2g)\n",
-                   scheme.c_str(), static_cast<long long>(depth), em, es, dm, ds);
+      std::fprintf(stderr, "%-9s depth %3lld:", scheme.c_str(), static_cast<long long>(depth));
+      if (!std::isnan(em)) std::fprintf(stderr, " encoder change %.4g (sd %.2g)", em, es);
+      if (!std::isnan(dm)) std::fprintf(stderr, " decoder change %.4g (sd %.2g)", dm, ds);
+      std::fprintf(stderr, "\n");
     }
   }
   nlohmann::json config_json = {{"schemes", c.schemes},

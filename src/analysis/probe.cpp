@@ -25,10 +25,12 @@
 #include "core/problems.h"
 #include "core/tokens.h"
 #include "data/vocab.h"
+#include "model/decoder_only.h"
+#include "model/encoder_only.h"
 #include "model/model.h"
 #include "model/seq2seq.h"
-#include "train/criterion.h"
 #include "model/width.h"
+#include "train/criterion.h"
 
 namespace normlab::analysis {
 namespace {
@@ -113,6 +115,16 @@ struct ProbeBatch {
   torch::Tensor x0, target;
 };
 
+// The stack whose layers the analysis setting runs: the encoder of a model that has one (Xiong's
+// setting), else a decoder-only model's decoder (causal self-attention).
+std::string analysis_stack_name(const model::ModelConfig& m) { return m.has_encoder() ? "encoder" : "decoder"; }
+
+// `layers` layers in the stack that the analysis setting and the sweep look at (an
+// encoder-decoder's encoder; a single-stack model's one stack).
+void set_stack_layers(model::ModelConfig& m, int64_t layers) {
+  (m.has_encoder() ? m.encoder_layers : m.decoder_layers) = layers;
+}
+
 model::ModelConfig scheme_config(const ProbeConfig& c, const std::string& scheme, int64_t vocab) {
   auto m = c.model;
   m.scheme = c.overrides.apply(model::scheme_by_name(scheme));
@@ -121,27 +133,50 @@ model::ModelConfig scheme_config(const ProbeConfig& c, const std::string& scheme
     m.heads = 1;
     m.ffn_dim = m.d_model;
     m.dropout = m.attention_dropout = m.activation_dropout = 0.0;
-    m.decoder_layers = 1;  // unused: the encoder stack alone is the model
+    if (m.kind == model::kEncoderDecoder) m.decoder_layers = 1;  // unused: the encoder stack alone is the model
   }
   return m;
 }
 
+// The parts of the analysis stack that the setting reads.
+struct AnalysisStack {
+  torch::nn::ModuleList layers{nullptr};
+  model::Norm final_norm{nullptr};
+  torch::Tensor readout;  // W^emb (V,C): the stack's token table
+  bool causal = false;
+};
+
+AnalysisStack analysis_stack(const model::Model& net) {
+  if (auto ed = std::dynamic_pointer_cast<model::Seq2SeqImpl>(net.ptr()))
+    return {ed->encoder->layers, ed->encoder->layer_norm, ed->encoder->embed_tokens->weight, false};
+  if (auto eo = std::dynamic_pointer_cast<model::EncoderOnlyImpl>(net.ptr()))
+    return {eo->encoder->layers, eo->encoder->layer_norm, eo->encoder->embed_tokens->weight, false};
+  auto d = model::as_decoder_only(net, "the analysis setting");
+  return {d->decoder->layers, d->decoder->layer_norm, d->decoder->embed_tokens->weight, true};
+}
+
 // Xiong §3.3: Xavier normal N(0, 2/(n_in+n_out)) for every matrix (W^V too: no fused gain),
 // W^Q = W^K = 0, zero biases. Embeddings (W^emb of the softmax) keep initialize()'s N(0, 1/C).
-void analysis_init(model::Seq2Seq& net) {
-  torch::NoGradGuard no_grad;
-  auto normal = [](torch::nn::Linear& l) {
-    const auto fan = static_cast<double>(l->weight.size(0) + l->weight.size(1));
-    l->weight.normal_(0.0, std::sqrt(2.0 / fan));
-    l->bias.zero_();
+template <typename Layer>
+void analysis_init_layer(Layer& l) {
+  auto normal = [](torch::nn::Linear& lin) {
+    const auto fan = static_cast<double>(lin->weight.size(0) + lin->weight.size(1));
+    lin->weight.normal_(0.0, std::sqrt(2.0 / fan));
+    lin->bias.zero_();
   };
-  for (const auto& m : *net->encoder->layers) {
-    auto* l = m->as<model::EncoderLayerImpl>();
-    for (auto* lin : {&l->self_attn->q_proj, &l->self_attn->k_proj, &l->self_attn->v_proj,
-                      &l->self_attn->out_proj, &l->fc1, &l->fc2})
-      normal(*lin);
-    l->self_attn->q_proj->weight.zero_();
-    l->self_attn->k_proj->weight.zero_();
+  for (auto* lin : {&l.self_attn->q_proj, &l.self_attn->k_proj, &l.self_attn->v_proj, &l.self_attn->out_proj,
+                    &l.fc1, &l.fc2})
+    normal(*lin);
+  l.self_attn->q_proj->weight.zero_();
+  l.self_attn->k_proj->weight.zero_();
+}
+
+void analysis_init(const model::Model& net) {
+  torch::NoGradGuard no_grad;
+  const auto stack = analysis_stack(net);
+  for (const auto& m : *stack.layers) {
+    if (stack.causal) analysis_init_layer(*m->as<model::DecoderLayerImpl>());
+    else analysis_init_layer(*m->as<model::EncoderLayerImpl>());
   }
 }
 
@@ -164,15 +199,17 @@ std::vector<ProbeBatch> make_probe_batches(const ProbeConfig& c, const BatchSour
 }
 
 // Mean loss per target token of one batch (the gradient the trainer steps with).
-torch::Tensor batch_loss(model::Seq2Seq& net, const ProbeBatch& b, double eps) {
+torch::Tensor batch_loss(model::Model net, const ProbeBatch& b, double eps) {
   if (b.x0.defined()) {
     auto guard = net->precision_guard();
-    auto& enc = net->encoder;
+    const auto stack = analysis_stack(net);
     auto mask = torch::zeros({b.x0.size(0), b.x0.size(1)}, torch::kBool);  // no padding
     auto x = b.x0;  // (B,T,C)
-    for (const auto& layer : *enc->layers) x = layer->as<model::EncoderLayerImpl>()->forward(x, mask);
-    if (enc->layer_norm) x = enc->layer_norm(x);
-    auto logits = torch::linear(x, enc->embed_tokens->weight);  // (B,T,V)
+    for (const auto& layer : *stack.layers)
+      x = stack.causal ? layer->as<model::DecoderLayerImpl>()->forward(x, mask, {}, {})
+                       : layer->as<model::EncoderLayerImpl>()->forward(x, mask);
+    if (stack.final_norm) x = stack.final_norm->forward(x);
+    auto logits = torch::linear(x, stack.readout);  // (B,T,V)
     auto s = train::label_smoothed_nll(logits, b.target, 0.0, train::LabelSmoothingFormula::kUniform, kPad);
     return s.loss / static_cast<double>(s.tokens);
   }
@@ -180,11 +217,9 @@ torch::Tensor batch_loss(model::Seq2Seq& net, const ProbeBatch& b, double eps) {
   return s.loss / static_cast<double>(s.tokens);
 }
 
-model::Seq2Seq fresh_model(const ProbeConfig& c, const model::ModelConfig& m, uint64_t seed,
-                           const ProbeBatch& first) {
-  // Xiong et al.'s quantities are of an encoder and a decoder stack (their analysis setting:
-  // the encoder's alone).
-  auto net = model::as_encoder_decoder(model::create_model(m), "normlab probe");
+model::Model fresh_model(const ProbeConfig& c, const model::ModelConfig& m, uint64_t seed, const ProbeBatch& first) {
+  // Xiong et al.'s quantities are of every stack (their analysis setting: the encoder's alone).
+  auto net = model::create_model(m);
   model::initialize(net, seed, first.x0.defined() ? nullptr : &first.tokens);
   if (c.analysis_setting || c.sweep) analysis_init(net);
   if (c.dropout && !(c.analysis_setting || c.sweep)) net->train(); else net->eval();
@@ -194,7 +229,7 @@ model::Seq2Seq fresh_model(const ProbeConfig& c, const model::ModelConfig& m, ui
 
 // What the block observers gather during one initialisation.
 struct Observed {
-  torch::Tensor enc_w, dec_w;  // (B,T) token weights of the current batch
+  std::map<std::string, torch::Tensor> weights;  // per stack: (B,T) token weights of the current batch
   bool jacobian = false;       // on the first batch only
   int64_t jacobian_tokens = 0, iterations = 0;
   std::map<Key, std::pair<double, double>> hidden;  // sum of ||x||^2/C, tokens
@@ -228,15 +263,15 @@ struct Observed {
   }
 };
 
-void install_observers(model::Seq2Seq& net, Observed& obs) {
+void install_observers(model::Model net, Observed& obs) {
+  std::map<std::string, model::Norm> final_norms;
+  for (const auto& stack : net->stacks()) final_norms.emplace(stack.name, stack.final_norm);
   for (const auto& site : block_sites(net)) {
-    const bool enc = site.stack == "encoder";
-    const model::Norm final_norm = enc ? net->encoder->layer_norm : net->decoder->layer_norm;
+    const model::Norm final_norm = final_norms.at(site.stack);
     const model::Norm norm = site.block->norm();
     const auto placement = site.block->placement();
-    site.block->set_observer([&obs, site, enc, placement, final_norm, norm](const char* what,
-                                                                          const torch::Tensor& x) {
-      const auto& w = enc ? obs.enc_w : obs.dec_w;
+    site.block->set_observer([&obs, site, placement, final_norm, norm](const char* what, const torch::Tensor& x) {
+      const auto& w = obs.weights.at(site.stack);
       if (std::string(what) == "ln_input") {
         obs.add_square_norms({site.stack, site.layer, site.ln + "_input"}, x, w);
         // Lemma 2, Post-LN: x^{post,5}_l, the input of the layer's last LayerNorm.
@@ -318,10 +353,9 @@ SchemeTables probe_scheme(const ProbeConfig& c, const std::string& scheme, const
     for (size_t b = 0; b < batches.size(); ++b) {
       const auto& batch = batches[b];
       if (batch.x0.defined()) {
-        obs.enc_w = torch::ones({batch.x0.size(0), batch.x0.size(1)}, torch::kFloat64);
+        obs.weights[analysis_stack_name(m)] = torch::ones({batch.x0.size(0), batch.x0.size(1)}, torch::kFloat64);
       } else {
-        obs.enc_w = token_weights(batch.tokens.src);
-        obs.dec_w = token_weights(batch.tokens.prev_output_tokens);
+        for (const auto& stack : net->stacks()) obs.weights[stack.name] = token_weights(batch.tokens.*stack.tokens);
       }
       obs.jacobian = b == 0;
       net->zero_grad();
@@ -392,7 +426,7 @@ void write_probe(const ProbeConfig& c, const nlohmann::json& config_json, const 
     std::map<std::pair<std::string, int64_t>, std::array<double, 4>> lemma;  // value, lemma, lo, hi
     t.hidden.for_each([&](const Key& k, const std::vector<double>& mean, const std::vector<double>& sd) {
       const auto& [stack, layer, quantity] = k;
-      const auto l = lemma2(m.scheme, m.encoder_layers, quantity, stack, layer);
+      const auto l = lemma2(m.scheme, m.stack_layers(), quantity, stack, layer);
       hidden << scheme << "," << stack << "," << layer << "," << quantity << "," << csv_number(mean[0]) << ","
              << csv_number(sd[0]) << "," << csv_number(l[0]) << "," << csv_number(l[1]) << "," << csv_number(l[2]) << "\n";
       if (quantity == "x_post5" || quantity == "x_pre") {
@@ -439,7 +473,7 @@ void write_sweep(const ProbeConfig& c, const nlohmann::json& config_json, const 
   std::ostringstream csv;
   csv << "scheme,layers,d_model,seed,grad_norm\n";
   nlohmann::json slopes = nlohmann::json::object();
-  const int64_t d0 = c.model.d_model, l0 = c.model.encoder_layers;
+  const int64_t d0 = c.model.d_model, l0 = c.model.stack_layers();
   std::vector<std::pair<int64_t, int64_t>> points;  // (L, C)
   for (auto l : c.sweep_layers) points.push_back({l, d0});
   for (auto d : c.sweep_d)
@@ -448,10 +482,10 @@ void write_sweep(const ProbeConfig& c, const nlohmann::json& config_json, const 
     std::vector<double> lx, ly, dx, dy;
     for (const auto& [layers, d] : points) {
       auto pc = c;
-      pc.model.encoder_layers = layers;
+      set_stack_layers(pc.model, layers);
       pc.model.d_model = d;
       const auto m = scheme_config(pc, scheme, source.vocab_size());
-      const std::string name = "encoder.layers." + std::to_string(layers - 1) + ".fc2.weight";
+      const std::string name = analysis_stack_name(m) + ".layers." + std::to_string(layers - 1) + ".fc2.weight";
       const auto results = over_seeds(c.seeds, group, [&](int64_t s) {
         const uint64_t seed = c.seed + static_cast<uint64_t>(s);
         const auto batches = make_probe_batches(pc, source, seed);

@@ -507,7 +507,10 @@ void perturb_figures(const Source& s, const std::string& fig_dir, std::vector<Fi
         tables += "| " + label + " | " + show(depth) + " | " + show(v.first / v.second) + " | " +
                   show(dec[depth].first / dec[depth].second) + " |\n";
       }
-      f.series.insert(f.series.end(), {e, d});
+      // A single-stack model's file has one of the two columns (the other's fields are empty).
+      for (const auto* line : {&e, &d})
+        if (std::any_of(line->points.begin(), line->points.end(), [](const auto& p) { return !std::isnan(p.second); }))
+          f.series.push_back(*line);
     }
     if (draw(f, fig_dir)) out.push_back({"perturb", f.name, "Output change against depth (" + c.name + ", perturb.csv)"});
   }

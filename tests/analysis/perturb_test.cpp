@@ -1,6 +1,7 @@
 // normlab perturb: the output change of a -scale*sign(N(0,1)) perturbation is second order in
 // the scale (a first-order Taylor expansion: ||J delta||^2 grows like scale^2); the adam delta
 // is one Adam step written out by hand.
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -19,15 +20,21 @@
 namespace normlab::analysis {
 namespace {
 
-std::vector<double> changes(double scale, const std::string& name) {
+// Every change field of perturb.csv, row by row (encoder then decoder; NaN for an empty field),
+// of two schemes at depths 1 and 3, two seeds, on a tiny model of `kind`.
+std::vector<double> changes(double scale, const std::string& name, const std::string& kind = model::kEncoderDecoder) {
   PerturbConfig c;
   c.model = test::tiny_config("post-ln");
+  c.model.kind = kind;
+  if (kind == model::kDecoderOnly) c.model.encoder_layers = 0;
+  if (kind == model::kEncoderOnly) c.model.decoder_layers = 0;
   c.model.dropout = 0.3;  // must not matter: outputs are compared with dropout off
-  c.schemes = {"post-ln", "admin"};
+  c.schemes = {"post-ln", kind == model::kEncoderDecoder ? "admin" : "pre-ln"};
   c.depths = {1, 3};
   c.inputs.vocab_size = 30;
   c.inputs.sentences = 4;
-  c.inputs.length = 6;
+  c.inputs.length = kind == model::kEncoderOnly ? 12 : 6;  // an encoder's masks need tokens
+  c.inputs.fit_model(c.model);
   c.seeds = 2;
   c.scale = scale;
   c.out = (std::filesystem::temp_directory_path() / ("normlab_perturb_test_" + name)).string();
@@ -36,11 +43,12 @@ std::vector<double> changes(double scale, const std::string& name) {
   std::string line;
   std::getline(in, line);
   EXPECT_EQ(line, "scheme,depth,seed,delta,encoder_change,decoder_change");
+  auto number = [](const std::string& f) { return f.empty() ? std::nan("") : std::stod(f); };
   std::vector<double> out;
   while (std::getline(in, line)) {
-    const auto enc = line.find(",sign,") + 6;
-    out.push_back(std::stod(line.substr(enc)));
-    out.push_back(std::stod(line.substr(line.rfind(',') + 1)));
+    const auto enc = line.find(",sign,") + 6, comma = line.rfind(',');
+    out.push_back(number(line.substr(enc, comma - enc)));
+    out.push_back(number(line.substr(comma + 1)));
   }
   return out;
 }
@@ -52,6 +60,25 @@ TEST(Perturb, ChangeIsQuadraticInTheScale) {
   for (size_t i = 0; i < small.size(); ++i) {
     EXPECT_GT(small[i], 0.0);
     EXPECT_NEAR(big[i] / small[i], 4.0, 0.05) << "row " << i / 2;
+  }
+}
+
+// A single-stack model's logits change in its stack's column (fairseq's: a causal LM's decoder,
+// RoBERTa's encoder with its LM head), the other column empty; second order in the scale too.
+TEST(Perturb, SingleStackModelsChangeInTheirStacksColumn) {
+  const test::OneThread one_thread;
+  for (const std::string kind : {model::kDecoderOnly, model::kEncoderOnly}) {
+    const auto small = changes(1e-4, kind + "_small", kind), big = changes(2e-4, kind + "_big", kind);
+    ASSERT_EQ(small.size(), 16u) << kind;
+    const size_t own = kind == model::kDecoderOnly ? 1 : 0;
+    for (size_t i = 0; i < small.size(); ++i) {
+      if (i % 2 != own) {
+        EXPECT_TRUE(std::isnan(small[i])) << kind << " row " << i / 2;
+        continue;
+      }
+      EXPECT_GT(small[i], 0.0) << kind;
+      EXPECT_NEAR(big[i] / small[i], 4.0, 0.05) << kind << " row " << i / 2;
+    }
   }
 }
 

@@ -75,6 +75,41 @@ std::vector<double> pre_ln_mean_field(int64_t layers, int64_t n) {
   return out;
 }
 
+// The same recursion with causal self-attention (a decoder-only stack): position t (0-based)
+// averages positions 0..t, so q_t and c_tu = E[x_t . x_u] depend on the positions. Attention adds
+// (1/((t+1)(u+1))) sum_{s<=t, r<=u} rho_sr to c_tu (rho_tt = 1), the FFN 1/2 to q_t and
+// kappa(rho_tu) to c_tu. Returns the mean over positions of q after layers 1..L.
+std::vector<double> causal_pre_ln_mean_field(int64_t layers, int64_t n) {
+  const double pi = std::acos(-1.0);
+  auto kappa = [&](double r) { return (std::sqrt(1 - r * r) + (pi - std::acos(r)) * r) / (2 * pi); };
+  const auto size = static_cast<size_t>(n);
+  std::vector<std::vector<double>> c(size, std::vector<double>(size, 0.0));
+  for (size_t t = 0; t < size; ++t) c[t][t] = 1.0;
+  auto correlations = [&] {
+    auto rho = c;
+    for (size_t t = 0; t < size; ++t)
+      for (size_t u = 0; u < size; ++u) rho[t][u] = c[t][u] / std::sqrt(c[t][t] * c[u][u]);
+    return rho;
+  };
+  std::vector<double> out;
+  for (int64_t l = 0; l < layers; ++l) {
+    const auto rho = correlations();
+    std::vector<std::vector<double>> prefix(size + 1, std::vector<double>(size + 1, 0.0));  // sums over s<t, r<u
+    for (size_t t = 0; t < size; ++t)
+      for (size_t u = 0; u < size; ++u)
+        prefix[t + 1][u + 1] = rho[t][u] + prefix[t][u + 1] + prefix[t + 1][u] - prefix[t][u];
+    for (size_t t = 0; t < size; ++t)
+      for (size_t u = 0; u < size; ++u) c[t][u] += prefix[t + 1][u + 1] / static_cast<double>((t + 1) * (u + 1));
+    const auto after = correlations();
+    for (size_t t = 0; t < size; ++t)
+      for (size_t u = 0; u < size; ++u) c[t][u] += t == u ? 0.5 : kappa(after[t][u]);
+    double mean = 0.0;
+    for (size_t t = 0; t < size; ++t) mean += c[t][t] / static_cast<double>(n);
+    out.push_back(mean);
+  }
+  return out;
+}
+
 ProbeConfig analysis_config(const std::string& out) {
   ProbeConfig c;
   c.model = test::tiny_config("post-ln");
@@ -119,6 +154,40 @@ TEST(Probe, Lemma2AtD512InTheAnalysisSetting) {
   for (const auto& r : read_csv(c.out + "/ln_jacobian.csv"))
     EXPECT_NEAR(std::stod(r.at("jacobian_norm")), std::stod(r.at("sqrt_d_over_norm")),
                 1e-3 * std::stod(r.at("sqrt_d_over_norm"))) << r.at("scheme") << " " << r.at("ln");
+}
+
+// A decoder-only stack in the analysis setting (causal attention, W^Q = W^K = 0): Post-LN's
+// x^{post,5} is still 3/2 (the norm's output plus an FFN of it), Pre-LN's stream follows the
+// causal recursion above, which grows faster than the encoder's (early positions average few).
+TEST(Probe, CausalMeanFieldOfADecoderOnlyStack) {
+  const test::OneThread one_thread;
+  auto c = analysis_config(temp_dir("causal"));
+  c.model.kind = model::kDecoderOnly;
+  c.model.encoder_layers = 0;
+  c.model.decoder_layers = 6;
+  c.schemes = {"post-ln", "pre-ln"};
+  c.inputs.fit_model(c.model);
+  run_probe(c);
+  const auto field = causal_pre_ln_mean_field(6, c.inputs.length);
+  const auto encoder_field = pre_ln_mean_field(6, c.inputs.length);
+  EXPECT_GT(field.back(), 1.1 * encoder_field.back());  // the two recursions differ measurably
+  int post = 0, pre = 0;
+  for (const auto& r : read_csv(c.out + "/hidden_norms.csv")) {
+    EXPECT_EQ(r.at("stack"), "decoder");
+    const double v = std::stod(r.at("value_mean"));
+    const auto layer = static_cast<size_t>(std::stoll(r.at("layer")));
+    if (r.at("quantity") == "x_post5") {
+      ++post;
+      EXPECT_NEAR(v, 1.5, 0.15) << "Post-LN layer " << layer;
+    }
+    if (r.at("quantity") == "x_pre") {
+      ++pre;
+      EXPECT_NEAR(v, field[layer], 0.1 * field[layer]) << "layer " << layer;
+      EXPECT_EQ(r.at("lemma_lower"), "");  // Lemma 2 is the encoder's: no bound is claimed here
+    }
+  }
+  EXPECT_EQ(post, 6);
+  EXPECT_EQ(pre, 6);
 }
 
 // The analogues of Lemma 2 (docs/probe.md) in the analysis setting, each derived here from
@@ -167,13 +236,17 @@ TEST(Probe, AnaloguesOfLemma2ForTheSchemesSince2019) {
 
 // A tiny model on random tokens, dropout off: the gradient norms the probe writes against
 // central differences of the loss in float64.
-ProbeConfig tiny_probe(const std::string& out, int64_t batches) {
+ProbeConfig tiny_probe(const std::string& out, int64_t batches, const std::string& kind = model::kEncoderDecoder) {
   ProbeConfig c;
   c.model = test::tiny_config("post-ln");
+  c.model.kind = kind;
+  if (kind == model::kDecoderOnly) c.model.encoder_layers = 0;
+  if (kind == model::kEncoderOnly) c.model.decoder_layers = 0;
   c.schemes = {"post-ln", "pre-ln"};
   c.inputs.vocab_size = 30;
   c.inputs.sentences = 3;
-  c.inputs.length = 5;
+  c.inputs.length = kind == model::kEncoderOnly ? 12 : 5;  // an encoder's masks need tokens
+  c.inputs.fit_model(c.model);
   c.seeds = 1;
   c.batches = batches;
   c.dropout = false;
@@ -181,34 +254,33 @@ ProbeConfig tiny_probe(const std::string& out, int64_t batches) {
   return c;
 }
 
-model::Seq2Seq tiny_model(const ProbeConfig& c, const std::string& scheme, const data::Batch& first) {
+model::Model tiny_model(const ProbeConfig& c, const std::string& scheme, const data::Batch& first) {
   auto m = c.model;
   m.scheme = model::scheme_by_name(scheme);
-  model::Seq2Seq net(m);
+  m.src_vocab_size = m.tgt_vocab_size = model::model_vocab_size(m.kind, c.inputs.vocab_size);
+  auto net = model::create_model(m);
   model::initialize(net, c.seed, &first);
   net->eval();
   return net;
 }
 
-double mean_token_loss(model::Seq2Seq& net, const data::Batch& b, double eps) {
-  auto s = train::label_smoothed_nll(net->forward(b.src, b.prev_output_tokens), b.target, eps,
-                                     train::LabelSmoothingFormula::kUniform, kPad);
+double mean_token_loss(model::Model& net, const data::Batch& b, double eps) {
+  auto s = train::label_smoothed_nll(net->forward(b), b.target, eps, train::LabelSmoothingFormula::kUniform, kPad);
   return (s.loss / static_cast<double>(s.tokens)).item<double>();
 }
 
-TEST(Probe, GradientNormsMatchCentralDifferences) {
-  const test::OneThread one_thread;
-  auto c = tiny_probe(temp_dir("fd"), 1);
+// The probe's gradient norms of `checked` (scheme -> parameters) against central differences of
+// the batch's mean token loss, in float64.
+void expect_central_differences(const std::string& out, int64_t batches, const std::string& kind,
+                                const std::map<std::string, std::vector<std::string>>& checked) {
+  auto c = tiny_probe(out, batches, kind);
   run_probe(c);
   const BatchSource source(c.inputs, c.out);
   const auto batch = source.batches(c.seed, 1).front();
+  ASSERT_GT(batch.target_tokens, 0);
   std::map<std::string, double> probed;
   for (const auto& r : read_csv(c.out + "/grad_norms.csv"))
     probed[r.at("scheme") + " " + r.at("param")] = std::stod(r.at("expected_grad_norm_mean"));
-  // One matrix per scheme and stack keeps it to ~1000 forward passes.
-  const std::map<std::string, std::vector<std::string>> checked = {
-      {"post-ln", {"encoder.layers.0.self_attn.v_proj.weight", "decoder.layers.1.encoder_attn.q_proj.weight"}},
-      {"pre-ln", {"encoder.layers.1.self_attn.out_proj.weight", "decoder.layers.0.fc1.bias"}}};
   for (const auto& [scheme, names] : checked) {
     auto net = tiny_model(c, scheme, batch);
     net->to(torch::kFloat64);
@@ -229,9 +301,30 @@ TEST(Probe, GradientNormsMatchCentralDifferences) {
       }
       const double fd = std::sqrt(sq);
       ASSERT_TRUE(probed.count(scheme + " " + name)) << name;
-      EXPECT_NEAR(probed[scheme + " " + name], fd, 1e-4 * fd + 1e-9) << scheme << " " << name;
+      EXPECT_NEAR(probed[scheme + " " + name], fd, 1e-4 * fd + 1e-9) << kind << " " << scheme << " " << name;
     }
   }
+}
+
+TEST(Probe, GradientNormsMatchCentralDifferences) {
+  const test::OneThread one_thread;
+  // One matrix per scheme and stack keeps it to ~1000 forward passes.
+  expect_central_differences(
+      temp_dir("fd"), 1, model::kEncoderDecoder,
+      {{"post-ln", {"encoder.layers.0.self_attn.v_proj.weight", "decoder.layers.1.encoder_attn.q_proj.weight"}},
+       {"pre-ln", {"encoder.layers.1.self_attn.out_proj.weight", "decoder.layers.0.fc1.bias"}}});
+}
+
+// The single-stack kinds on their own inputs: a causal LM's random blocks, an encoder's masked
+// ones (the loss at its masked positions only), and the head RoBERTa puts on the encoder.
+TEST(Probe, GradientNormsOfSingleStackModelsMatchCentralDifferences) {
+  const test::OneThread one_thread;
+  expect_central_differences(temp_dir("fd_decoder_only"), 1, model::kDecoderOnly,
+                             {{"post-ln", {"decoder.layers.1.self_attn.v_proj.weight"}},
+                              {"pre-ln", {"decoder.layers.0.fc2.weight", "decoder.layer_norm.weight"}}});
+  expect_central_differences(temp_dir("fd_encoder_only"), 1, model::kEncoderOnly,
+                             {{"post-ln", {"encoder.layers.0.self_attn.q_proj.weight", "lm_head.dense.weight"}},
+                              {"pre-ln", {"encoder.layers.1.fc1.weight"}}});
 }
 
 TEST(Probe, ExpectedGradientIsTheGradientOfTheAveragedLoss) {
@@ -244,7 +337,7 @@ TEST(Probe, ExpectedGradientIsTheGradientOfTheAveragedLoss) {
   // One backward of (1/B) sum_b loss_b: its gradient is E_batches[dL/dW].
   torch::Tensor total = torch::zeros({});
   for (const auto& b : batches) {
-    auto s = train::label_smoothed_nll(net->forward(b.src, b.prev_output_tokens), b.target, c.label_smoothing,
+    auto s = train::label_smoothed_nll(net->forward(b), b.target, c.label_smoothing,
                                        train::LabelSmoothingFormula::kUniform, kPad);
     total = total + s.loss / static_cast<double>(s.tokens);
   }
