@@ -11,6 +11,9 @@
   per_block.csv with one row per block).
 --case distributed: two ranks (issue 16 §3) give the one-process result within float32
   summation tolerance.
+--case pyhessian_lm: the pyhessian case on a decoder-only Pre-LN model over running text (val's
+  English side as one file): the blocks PyHessian gets are cut here from the encoded lines by
+  docs/data.md's rule (each line's pieces then </s>, blocks of N + 1 tokens starting every N).
 """
 import argparse
 import csv
@@ -60,22 +63,58 @@ def hessian(normlab, prefix, spm, ckpt, out, *extra):
         return json.load(f), time.perf_counter() - t0, r.stderr
 
 
-def case_pyhessian(normlab, data, work):
+def have_pyhessian():
     try:
-        from pyhessian import hessian as py_hessian
+        import pyhessian  # noqa: F401
     except ImportError:
         print("SKIP: pyhessian is not installed (pip install pyhessian)")
+        return False
+    return True
+
+
+def encoded_lines(normlab, spm, path):
+    out = run(normlab, "bpe", "encode", "--model", spm, "--input", path, "--ids").stdout
+    return [[int(t) for t in line.split()] for line in out.splitlines()]
+
+
+OURS = ("--steps", 20, "--power", "--trace-samples", 49, "--keep-graphs")
+
+
+def case_pyhessian(normlab, data, work):
+    if not have_pyhessian():
         return
     prefix, spm, ckpt = setup(normlab, data, work)
-    ours, our_time, _ = hessian(normlab, prefix, spm, ckpt, os.path.join(work, "ours"), "--steps", 20,
-                                "--power", "--trace-samples", 49, "--keep-graphs")
-    run(normlab, "export", "--checkpoint", ckpt, "--out", os.path.join(work, "weights.pt"))
-    ids = {}
-    for lang in ("de", "en"):
-        out = run(normlab, "bpe", "encode", "--model", spm, "--input", f"{prefix}.{lang}.gz", "--ids").stdout
-        ids[lang] = [[int(t) for t in line.split()] for line in out.splitlines()[:SENTENCES]]
-    src, prev, target = ref.make_batch(ids["de"], ids["en"])
-    state, config = ref.load_weights(os.path.join(work, "weights.pt"))
+    ours, our_time, _ = hessian(normlab, prefix, spm, ckpt, os.path.join(work, "ours"), *OURS)
+    ids = {lang: encoded_lines(normlab, spm, f"{prefix}.{lang}.gz")[:SENTENCES] for lang in ("de", "en")}
+    compare_with_pyhessian(normlab, ckpt, work, ours, our_time, *ref.make_batch(ids["de"], ids["en"]))
+
+
+def case_pyhessian_lm(normlab, data, work):
+    if not have_pyhessian():
+        return
+    prefix, spm, _ = setup(normlab, data, work)
+    ckpt = os.path.join(work, "lm.pt")
+    run(normlab, "init", "--model-kind", "decoder-only", "--scheme", "pre-ln", "--d-model", 16, "--ffn-dim", 16,
+        "--heads", 2, "--layers", 2, "--vocab-size", 300, "--dtype", "float64", "--seed", 3, "--out", ckpt)
+    text, block = f"{prefix}.en.gz", 16
+    ours, our_time, log = hessian(normlab, text, spm, ckpt, os.path.join(work, "ours_lm"), "--block-size", block,
+                                  *OURS)
+    print(log.splitlines()[0])
+    stream = [t for line in encoded_lines(normlab, spm, text) for t in line + [2]]  # </s> ends each line
+    blocks = [stream[i * block:i * block + block + 1] for i in range(SENTENCES)]
+    prev = torch.tensor([b[:-1] for b in blocks])
+    target = torch.tensor([b[1:] for b in blocks])
+    compare_with_pyhessian(normlab, ckpt, work, ours, our_time, torch.zeros(len(blocks), 0, dtype=torch.long), prev,
+                           target)
+
+
+def compare_with_pyhessian(normlab, ckpt, work, ours, our_time, src, prev, target):
+    """PyHessian's top eigenvalue and trace of the reference model (the checkpoint's weights) on
+    one batch against normlab's hessian.json."""
+    from pyhessian import hessian as py_hessian
+    weights = os.path.join(work, os.path.basename(ckpt) + ".weights.pt")
+    run(normlab, "export", "--checkpoint", ckpt, "--out", weights)
+    state, config = ref.load_weights(weights)
     model = ref.ReferenceTransformer(config).double()
     model.load_state_dict(state)
 
@@ -217,13 +256,14 @@ def main():
     ap.add_argument("--normlab", required=True)
     ap.add_argument("--data", required=True, help="the shared data folder")
     ap.add_argument("--workdir", required=True)
-    ap.add_argument("--case", required=True, choices=["pyhessian", "resume", "outputs", "distributed"])
+    ap.add_argument("--case", required=True, choices=["pyhessian", "resume", "outputs", "distributed",
+                                                            "pyhessian_lm"])
     a = ap.parse_args()
     if not os.path.exists(os.path.join(a.data, "multi30k", "val.de.gz")):
         print("SKIP: no Multi30k data")
         return
     {"pyhessian": case_pyhessian, "resume": case_resume, "outputs": case_outputs,
-     "distributed": case_distributed}[a.case](
+     "distributed": case_distributed, "pyhessian_lm": case_pyhessian_lm}[a.case](
         a.normlab, a.data, os.path.join(a.workdir, a.case))
     print("ok")
 
