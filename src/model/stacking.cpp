@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <tuple>
 
@@ -11,6 +12,8 @@
 #include <torch/torch.h>
 
 #include "core/tokens.h"
+#include "model/decoder_only.h"
+#include "model/encoder_only.h"
 #include "model/init.h"
 #include "model/scheme_constants.h"
 
@@ -45,7 +48,7 @@ double max_token_norm(const torch::Tensor& x, const torch::Tensor& tokens) {
 
 // Runs `forward` on each batch in eval mode without gradients; restores the training mode.
 template <typename F>
-void over_batches(Seq2Seq& model, const std::vector<data::Batch>& batches, F forward) {
+void over_batches(Model model, const std::vector<data::Batch>& batches, F forward) {
   const bool was_training = model->is_training();
   model->eval();
   torch::NoGradGuard no_grad;
@@ -56,8 +59,7 @@ void over_batches(Seq2Seq& model, const std::vector<data::Batch>& batches, F for
 // The largest token norm of `block`'s output over `batches`, each run by forward(batch, tokens,
 // mu), which sets the tokens whose padding the block's output has and may raise mu itself.
 template <typename F>
-double max_block_output_norm(Seq2Seq& model, ResidualBlock& block, const std::vector<data::Batch>& batches,
-                             F forward) {
+double max_block_output_norm(Model model, ResidualBlock& block, const std::vector<data::Batch>& batches, F forward) {
   double mu = 0.0;
   torch::Tensor tokens;
   block.set_observer([&](const char* what, const torch::Tensor& x) {
@@ -66,6 +68,32 @@ double max_block_output_norm(Seq2Seq& model, ResidualBlock& block, const std::ve
   over_batches(model, batches, [&](const data::Batch& b) { forward(b, tokens, mu); });
   block.set_observer(nullptr);
   return mu;
+}
+
+// The layer lists of a model's stacks (null where the kind has none).
+struct StackLayers {
+  torch::nn::ModuleList encoder{nullptr}, decoder{nullptr};
+};
+
+StackLayers stack_layers(const Model& m) {
+  if (auto ed = std::dynamic_pointer_cast<Seq2SeqImpl>(m.ptr())) return {ed->encoder->layers, ed->decoder->layers};
+  if (auto eo = std::dynamic_pointer_cast<EncoderOnlyImpl>(m.ptr())) return {eo->encoder->layers, nullptr};
+  return {nullptr, as_decoder_only(m, "layers added by --init-from")->decoder->layers};
+}
+
+// A single-stack model's largest token norm at the input of its first added layer (the output of
+// its trained layers) over `batches`: DT-Fixup's mu (the authors': RoBERTa's encoder output).
+double max_single_stack_input_norm(Model& model, int64_t trained_layers, const std::vector<data::Batch>& batches) {
+  auto layers = stack_layers(model);
+  const bool encoder = static_cast<bool>(layers.encoder);
+  auto list = encoder ? layers.encoder : layers.decoder;
+  if (trained_layers < 1 || trained_layers >= static_cast<int64_t>(list->size())) return 0.0;
+  auto& block = encoder ? list[trained_layers - 1]->as<EncoderLayerImpl>()->ffn_block
+                        : list[trained_layers - 1]->as<DecoderLayerImpl>()->ffn_block;
+  return max_block_output_norm(model, block, batches, [&](const data::Batch& b, torch::Tensor& tokens, double&) {
+    tokens = encoder ? b.src : b.prev_output_tokens;
+    model->forward(b);
+  });
 }
 
 }  // namespace
@@ -94,6 +122,14 @@ std::vector<std::string> added_count_problems(const AddedLayers& added) {
 
 std::vector<std::string> added_layer_problems(const ModelConfig& trained, const AddedLayers& added) {
   auto out = added_count_problems(added);
+  if (!trained.has_encoder() && added.encoder > 0)
+    out.push_back("--add-encoder-layers: a " + trained.kind + " model has no encoder (its layers are the decoder's: "
+                  "--add-decoder-layers)");
+  if (!trained.has_decoder() && added.decoder > 0)
+    out.push_back("--add-decoder-layers: an " + trained.kind + " model has no decoder (its layers are the encoder's: "
+                  "--add-encoder-layers)");
+  if (trained.classifier() && (added.encoder > 0 || added.decoder > 0))
+    out.push_back("layers are added to a masked LM's encoder, not to a classifier's (add them, then fine-tune)");
   const auto& s = trained.scheme;
   const bool grows = added.encoder > 0 || added.decoder > 0;
   if (grows && s.norm == NormPlacement::kMix)
@@ -162,7 +198,7 @@ double max_decoder_input_norm(Seq2Seq& model, int64_t trained_layers, const std:
                                });
 }
 
-GrownModel add_layers(const Seq2Seq& trained, const AddedLayers& added, uint64_t seed,
+GrownModel add_layers(const Model& trained, const AddedLayers& added, uint64_t seed,
                       const std::vector<data::Batch>& batches) {
   const auto& old = trained->config();
   const auto problems = added_layer_problems(old, added);
@@ -171,9 +207,10 @@ GrownModel add_layers(const Seq2Seq& trained, const AddedLayers& added, uint64_t
     for (const auto& p : problems) all += (all.empty() ? "" : "; ") + p;
     throw std::invalid_argument(all);
   }
-  GrownModel out{Seq2Seq(grown_config(old, added)), {}};
+  GrownModel out{create_model(grown_config(old, added)), {}};
   auto& net = out.model;
-  net->to(trained->encoder->embed_tokens->weight.device());
+  net->to(trained->device());
+  auto layers = stack_layers(net);
   std::map<std::string, torch::Tensor> before;
   for (const auto& p : trained->named_parameters()) before[p.key()] = p.value();
   torch::manual_seed(seed);
@@ -187,9 +224,9 @@ GrownModel add_layers(const Seq2Seq& trained, const AddedLayers& added, uint64_t
         throw std::logic_error("add_layers: parameter " + p.key() + " is neither trained nor added");
     }
     for (int64_t i = old.encoder_layers; i < old.encoder_layers + added.encoder; ++i)
-      init_layer_xavier(*net->encoder->layers[i]->as<EncoderLayerImpl>());
+      init_layer_xavier(*layers.encoder[i]->as<EncoderLayerImpl>());
     for (int64_t i = old.decoder_layers; i < old.decoder_layers + added.decoder; ++i)
-      init_layer_xavier(*net->decoder->layers[i]->as<DecoderLayerImpl>());
+      init_layer_xavier(*layers.decoder[i]->as<DecoderLayerImpl>());
     // The norms of the added layers, where they have them, start at weight 1, bias 0 (their
     // constructor's values).
   }
@@ -198,27 +235,38 @@ GrownModel add_layers(const Seq2Seq& trained, const AddedLayers& added, uint64_t
     const int64_t count = decoder ? added.decoder : added.encoder;
     for (int64_t i = first; i < first + count; ++i) {
       if (decoder)
-        scale_value_and_ffn(*net->decoder->layers[i]->as<DecoderLayerImpl>(), factor);
+        scale_value_and_ffn(*layers.decoder[i]->as<DecoderLayerImpl>(), factor);
       else
-        scale_value_and_ffn(*net->encoder->layers[i]->as<EncoderLayerImpl>(), factor);
+        scale_value_and_ffn(*layers.encoder[i]->as<EncoderLayerImpl>(), factor);
     }
   };
   auto& r = out.report;
+  const bool single = old.single_stack();
   if (added.init == AddedLayerInit::kTFixup) {
-    if (added.encoder > 0) scale(false, r.t_fixup_encoder = t_fixup_encoder_factor(added.encoder));
-    if (added.decoder > 0) scale(true, r.t_fixup_decoder = t_fixup_decoder_factor(added.decoder));
+    // A single stack's added layers get the single-stack factor (6N)^(-1/4) (schemes.md).
+    if (added.encoder > 0)
+      scale(false, r.t_fixup_encoder = single ? t_fixup_single_stack_factor(added.encoder)
+                                              : t_fixup_encoder_factor(added.encoder));
+    if (added.decoder > 0)
+      scale(true, r.t_fixup_decoder = single ? t_fixup_single_stack_factor(added.decoder)
+                                             : t_fixup_decoder_factor(added.decoder));
   } else if (is_dt_fixup(added.init)) {
     // The authors (optimizers.py:52-68, trainer/base.py:60-69) divide the weights of v, out, fc1
-    // and fc2 of their N layers by sqrt(N (4 mu^2 + 2 mu + 2)); a decoder layer has 3 residual
-    // sub-layers against the encoder's 2, so its count is 1.5 M (the same bound per sub-layer).
+    // and fc2 of their N layers by sqrt(N (4 mu^2 + 2 mu + 2)); an encoder-decoder's decoder
+    // layer has 3 residual sub-layers against the encoder's 2, so its count is 1.5 M (the same
+    // bound per sub-layer); a decoder-only model's layers have 2, as the encoder's.
+    std::optional<Seq2Seq> ed;
+    if (!single) ed = as_encoder_decoder(net, "add_layers");
     if (added.encoder > 0) {
-      r.mu_encoder = max_encoder_input_norm(net, old.encoder_layers, batches);
+      r.mu_encoder = single ? max_single_stack_input_norm(net, old.encoder_layers, batches)
+                            : max_encoder_input_norm(*ed, old.encoder_layers, batches);
       r.divisor_encoder = dt_fixup_divisor(r.mu_encoder, static_cast<double>(added.encoder));
       scale(false, 1.0 / r.divisor_encoder);
     }
     if (added.decoder > 0) {
-      r.mu_decoder = max_decoder_input_norm(net, old.decoder_layers, batches);
-      r.divisor_decoder = dt_fixup_divisor(r.mu_decoder, 1.5 * static_cast<double>(added.decoder));
+      r.mu_decoder = single ? max_single_stack_input_norm(net, old.decoder_layers, batches)
+                            : max_decoder_input_norm(*ed, old.decoder_layers, batches);
+      r.divisor_decoder = dt_fixup_divisor(r.mu_decoder, (single ? 1.0 : 1.5) * static_cast<double>(added.decoder));
       scale(true, 1.0 / r.divisor_decoder);
     }
   }

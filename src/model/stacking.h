@@ -38,6 +38,7 @@ struct AddedLayers {
 // Negative layer counts, one message each naming the option (empty when valid).
 std::vector<std::string> added_count_problems(const AddedLayers& added);
 // Why `trained` cannot take `added` (empty when it can), one message each: negative counts;
+// layers for a stack the kind has not (a decoder-only model's encoder); a classifier;
 // schemes whose existing layers would change with the depth (mix placement, Admin, ReZero,
 // DeepNorm residuals); DT-Fixup on anything but a Post-LN model (the authors stack on RoBERTa's
 // Post-LN output); layers with norms on a stack that ends in norm-free ones.
@@ -71,14 +72,16 @@ double max_encoder_input_norm(Seq2Seq& model, int64_t trained_layers, const std:
 double max_decoder_input_norm(Seq2Seq& model, int64_t trained_layers, const std::vector<data::Batch>& batches);
 
 struct GrownModel {
-  Seq2Seq model{nullptr};
+  Model model{nullptr};
   StackingReport report;
 };
-// `trained` with the added layers on top: every trained parameter copied; the added layers
-// initialised with torch's generator seeded by `seed`, as added.init says. DT-Fixup measures
+// `trained` (any kind: an encoder-decoder, a decoder-only model's decoder, a masked LM's encoder
+// as the DT-Fixup authors stack on RoBERTa) with the added layers on top: every trained
+// parameter copied; the added layers initialised with torch's generator seeded by `seed`, as
+// added.init says (a single stack's T-Fixup factor is its own, (6N)^(-1/4)). DT-Fixup measures
 // mu on `batches` (the training data): the encoder's first, then, with the encoder's added
 // layers already scaled, the decoder's. Throws std::invalid_argument for added_layer_problems().
-GrownModel add_layers(const Seq2Seq& trained, const AddedLayers& added, uint64_t seed,
+GrownModel add_layers(const Model& trained, const AddedLayers& added, uint64_t seed,
                       const std::vector<data::Batch>& batches);
 
 }  // namespace normlab::model

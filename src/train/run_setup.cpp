@@ -105,7 +105,7 @@ model::Model grown_model(const TrainConfig& c, const model::LoadedModel& base, c
   for (const auto& b : data::make_batches(train.sizes, train.kept, c.batching, c.seed, 1))
     batches.push_back(gather(train, b));
   const auto& added = c.init_from.added;
-  auto grown = model::add_layers(model::as_encoder_decoder(base.model, "--init-from"), added, c.seed, batches);
+  auto grown = model::add_layers(base.model, added, c.seed, batches);
   nlohmann::json event = {{"event", "init_from"},
                           {"update", 0},
                           {"checkpoint", c.init_from.checkpoint},

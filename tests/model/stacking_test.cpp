@@ -10,6 +10,7 @@
 #include <torch/torch.h>
 
 #include "core/tokens.h"
+#include "model/encoder_only.h"
 #include "model/seq2seq.h"
 #include "model/scheme_constants.h"
 #include "model/stacking.h"
@@ -49,7 +50,10 @@ std::vector<data::Batch> batches() {
   return out;
 }
 
-torch::Tensor param(model::Seq2Seq& m, const std::string& name) { return m->named_parameters()[name]; }
+torch::Tensor param(const model::Model& m, const std::string& name) { return m->named_parameters()[name]; }
+
+// The grown encoder-decoder (add_layers returns a model of any kind).
+model::Seq2Seq ed(const model::Model& m) { return model::as_encoder_decoder(m, "the test"); }
 
 }  // namespace
 
@@ -133,14 +137,14 @@ TEST(Stacking, DtFixupsLayersHaveNoNormsAndTheConfigurationRecordsThem) {
   EXPECT_EQ(c.norm_free_encoder_layers, 3);
   EXPECT_EQ(c.norm_free_decoder_layers, 1);
   for (int64_t i = 0; i < c.encoder_layers; ++i) {
-    const auto& layer = *grown.model->encoder->layers[i]->as<model::EncoderLayerImpl>();
+    const auto& layer = *ed(grown.model)->encoder->layers[i]->as<model::EncoderLayerImpl>();
     const auto expected = i < 2 ? model::NormPlacement::kPost : model::NormPlacement::kNone;
     EXPECT_EQ(layer.self_attn_block.placement(), expected) << i;
     EXPECT_EQ(layer.ffn_block.placement(), expected) << i;
   }
-  EXPECT_EQ(grown.model->decoder->layers[2]->as<model::DecoderLayerImpl>()->encoder_attn_block.placement(),
+  EXPECT_EQ(ed(grown.model)->decoder->layers[2]->as<model::DecoderLayerImpl>()->encoder_attn_block.placement(),
             model::NormPlacement::kNone);
-  EXPECT_EQ(grown.model->decoder->layers[1]->as<model::DecoderLayerImpl>()->encoder_attn_block.placement(),
+  EXPECT_EQ(ed(grown.model)->decoder->layers[1]->as<model::DecoderLayerImpl>()->encoder_attn_block.placement(),
             model::NormPlacement::kPost);
   // Through JSON (config.json, a checkpoint's metadata) and back; absent when 0.
   const nlohmann::json j = c;
@@ -151,7 +155,7 @@ TEST(Stacking, DtFixupsLayersHaveNoNormsAndTheConfigurationRecordsThem) {
   EXPECT_EQ(back.norm_free_decoder_layers, 1);
   EXPECT_FALSE(nlohmann::json(trained->config()).contains("norm_free_encoder_layers"));
   // A layer without norms computes x + f(x) (dropout 0): the added encoder layer from its own parts.
-  auto& layer = *grown.model->encoder->layers[4]->as<model::EncoderLayerImpl>();
+  auto& layer = *ed(grown.model)->encoder->layers[4]->as<model::EncoderLayerImpl>();
   grown.model->eval();
   torch::NoGradGuard no_grad;
   const auto x = torch::randn({2, 5, 16});
@@ -188,6 +192,75 @@ TEST(Stacking, MuIsTheLargestTokenNormOfTheAddedStacksInput) {
   EXPECT_GT(fresh_grown.report.mu_decoder, 4.0 * (1 - 1e-3));
   EXPECT_LE(fresh_grown.report.mu_encoder, 4.0);
   EXPECT_GT(fresh_grown.report.mu_encoder, 4.0 * (1 - 1e-3));
+}
+
+// A single-stack model grows its one stack (the DT-Fixup authors' own setting: layers on RoBERTa's
+// encoder): T-Fixup's single-stack factor (6N)^(-1/4) (schemes.md), DT-Fixup's divisor with
+// N layers of two residual blocks for either kind, mu the trained stack's largest output norm:
+// the encoder's from the trained model's own encoder, the decoder's (fresh Post-LN norms) the
+// closed form of a LayerNorm output, just below sqrt(C) = 4.
+TEST(Stacking, SingleStackModelsGrowTheirOneStack) {
+  for (const std::string kind : {model::kEncoderOnly, model::kDecoderOnly}) {
+    const bool encoder = kind == model::kEncoderOnly;
+    const std::string stack = encoder ? "encoder" : "decoder";
+    auto c = test::tiny_config("post-ln");
+    c.kind = kind;
+    c.dropout = 0.0;
+    (encoder ? c.decoder_layers : c.encoder_layers) = 0;
+    auto trained = model::create_model(c);
+    model::initialize(trained, 3);
+    if (encoder) {  // as if trained: the norms away from 1 and 0
+      torch::NoGradGuard no_grad;
+      for (auto& p : trained->named_parameters())
+        if (p.key().find("layer_norm") != std::string::npos) p.value().add_(torch::randn_like(p.value()) * 0.3);
+    }
+    auto grow = [&](AddedLayerInit init) {
+      return model::add_layers(trained, {encoder ? 3 : 0, encoder ? 0 : 3, init}, 7, batches());
+    };
+    auto plain = grow(AddedLayerInit::kXavier), tfix = grow(AddedLayerInit::kTFixup),
+         dtfix = grow(AddedLayerInit::kDtFixup);
+    EXPECT_EQ(plain.model->config().stack_layers(), 5) << kind;
+    EXPECT_EQ(dtfix.model->config().kind, kind);
+    const auto& r = dtfix.report;
+    const double t = std::pow(6.0 * 3, -0.25), mu = encoder ? r.mu_encoder : r.mu_decoder;
+    EXPECT_NEAR(encoder ? tfix.report.t_fixup_encoder : tfix.report.t_fixup_decoder, t, 1e-12) << kind;
+    const double divisor = encoder ? r.divisor_encoder : r.divisor_decoder;
+    EXPECT_NEAR(divisor, std::sqrt(3 * (4 * mu * mu + 2 * mu + 2)), 1e-9) << kind;
+    if (encoder) {
+      double expected = 0;
+      trained->eval();
+      torch::NoGradGuard no_grad;
+      for (const auto& b : batches()) {
+        const auto out = model::as_encoder_only(trained, "the test")->encoder->forward(b.src).out;
+        expected = std::max(expected, out.norm(2, -1).masked_fill(b.src.eq(kPad), 0).max().item<double>());
+      }
+      EXPECT_NEAR(mu, expected, 1e-6 * expected);
+    } else {
+      EXPECT_LE(mu, 4.0);
+      EXPECT_GT(mu, 4.0 * (1 - 1e-3));
+    }
+    const double s2 = std::sqrt(2.0);
+    for (const auto& [name, factor] : std::vector<std::pair<std::string, double>>{
+             {".layers.2.self_attn.v_proj.weight", s2}, {".layers.3.self_attn.out_proj.weight", 1.0},
+             {".layers.4.fc1.weight", 1.0}, {".layers.2.fc2.weight", 1.0}}) {
+      const auto x = param(plain.model, stack + name);
+      EXPECT_TRUE(torch::allclose(param(tfix.model, stack + name), x * (t * factor), 1e-12, 0)) << kind << name;
+      EXPECT_TRUE(torch::allclose(param(dtfix.model, stack + name), x * (factor / divisor), 1e-12, 0)) << kind << name;
+    }
+    for (const auto& p : trained->named_parameters())  // every trained parameter copied
+      EXPECT_TRUE(torch::equal(param(dtfix.model, p.key()), p.value())) << kind << " " << p.key();
+    EXPECT_FALSE(dtfix.model->named_parameters().contains(stack + ".layers.3.final_layer_norm.weight"));
+  }
+  // The stack a kind has not, and a classifier, are refused.
+  auto decoder_only = test::tiny_config("post-ln");
+  decoder_only.kind = model::kDecoderOnly;
+  decoder_only.encoder_layers = 0;
+  EXPECT_EQ(model::added_layer_problems(decoder_only, {1, 0, AddedLayerInit::kXavier}).size(), 1u);
+  auto classifier = test::tiny_config("post-ln");
+  classifier.kind = model::kEncoderOnly;
+  classifier.decoder_layers = 0;
+  classifier.classes = 2;
+  EXPECT_EQ(model::added_layer_problems(classifier, {1, 0, AddedLayerInit::kXavier}).size(), 1u);
 }
 
 TEST(Stacking, RefusesSchemesWhoseLayersDependOnTheDepth) {
