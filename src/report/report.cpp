@@ -423,11 +423,18 @@ void warmup_figures(const Source& s, const std::string& fig_dir, std::vector<Fig
 }
 
 // ---- final loss against the learning rate: cells that differ only in a grid key `lr` ----
+// One figure with a line per configuration (the cell name's prefix and its other grid keys); with
+// more than kLinesPerPanel lines, also one panel per prefix (lr_transfer_width's 40 lines are
+// unreadable in one).
+constexpr size_t kLinesPerPanel = 8;
+
 void lr_grid_figure(const Source& s, const std::string& fig_dir, std::vector<FigureRef>& out) {
-  std::map<std::string, std::map<double, double>> lines;  // configuration -> lr -> final valid loss
+  using Lines = std::map<std::string, std::map<double, double>>;  // configuration -> lr -> final valid loss
+  std::map<std::string, Lines> panels;                            // prefix -> its lines
   for (const auto& c : s.cells) {
     double lr = std::nan("");
-    std::string label = c.name.substr(0, c.name.find('_'));
+    const std::string prefix = c.name.substr(0, c.name.find('_'));
+    std::string label = prefix;
     for (const auto& [k, v] : c.grid) {
       if (k == "lr")
         lr = to_double(v);
@@ -436,20 +443,33 @@ void lr_grid_figure(const Source& s, const std::string& fig_dir, std::vector<Fig
     }
     const auto m = recipe::cell_metrics(c);
     const auto loss = m.find("final_valid_loss");
-    if (std::isfinite(lr) && loss != m.end() && std::isfinite(loss->second)) lines[label][lr] = loss->second;
+    if (std::isfinite(lr) && loss != m.end() && std::isfinite(loss->second)) panels[prefix][label][lr] = loss->second;
   }
-  LineFigure f = line_figure(s.prefix + "lr-grid", s.title + ": final validation loss against the learning rate",
-                             "peak learning rate", "final validation loss (nats/token)");
-  f.logx = true;
-  for (const auto& [label, points] : lines) {
-    if (points.size() < 2) continue;
-    Series line = series(label);
-    for (const auto& [lr, loss] : points) line.points.emplace_back(lr, loss);
-    f.series.push_back(line);
+  auto figure = [&](const std::string& name, const std::string& title, const std::vector<const Lines*>& groups) {
+    LineFigure f = line_figure(name, title, "peak learning rate", "final validation loss (nats/token)");
+    f.logx = true;
+    for (const auto* lines : groups)
+      for (const auto& [label, points] : *lines) {
+        if (points.size() < 2) continue;
+        Series line = series(label);
+        for (const auto& [lr, loss] : points) line.points.emplace_back(lr, loss);
+        f.series.push_back(line);
+      }
+    return f;
+  };
+  std::vector<const Lines*> all;
+  for (const auto& [prefix, lines] : panels) all.push_back(&lines);
+  const auto whole = figure(s.prefix + "lr-grid", s.title + ": final validation loss against the learning rate", all);
+  if (whole.series.empty() || !draw(whole, fig_dir)) return;
+  out.push_back({"lr-grid", whole.name, "Final validation loss against the peak learning rate, one line per "
+                                        "configuration (diverged runs left out; LR sensitivity: scripts/lr_sensitivity.py)"});
+  if (whole.series.size() <= kLinesPerPanel || panels.size() < 2) return;
+  for (const auto& [prefix, lines] : panels) {
+    const auto panel = figure(s.prefix + "lr-grid-" + prefix, prefix + ": final validation loss against the learning rate",
+                              {&lines});
+    if (!panel.series.empty() && draw(panel, fig_dir))
+      out.push_back({"lr-grid", panel.name, "The same, the cells named " + prefix + "_* only"});
   }
-  if (!f.series.empty() && draw(f, fig_dir))
-    out.push_back({"lr-grid", f.name, "Final validation loss against the peak learning rate, one line per "
-                                      "configuration (diverged runs left out; LR sensitivity: scripts/lr_sensitivity.py)"});
 }
 
 // ---- --trace-logits: the largest attention logit and log Z against the update ----
