@@ -429,29 +429,36 @@ void warmup_figures(const Source& s, const std::string& fig_dir, std::vector<Fig
 constexpr size_t kLinesPerPanel = 8;
 
 void lr_grid_figure(const Source& s, const std::string& fig_dir, std::vector<FigureRef>& out) {
-  using Lines = std::map<std::string, std::map<double, double>>;  // configuration -> lr -> final valid loss
-  std::map<std::string, Lines> panels;                            // prefix -> its lines
+  // A configuration: its cell-name prefix and the "key=value" of its other grid keys.
+  using Config = std::vector<std::string>;
+  using Lines = std::map<Config, std::map<double, double>>;  // configuration -> lr -> final valid loss
+  std::map<std::string, Lines> panels;                       // prefix -> its lines
   for (const auto& c : s.cells) {
     double lr = std::nan("");
     const std::string prefix = c.name.substr(0, c.name.find('_'));
-    std::string label = prefix;
+    Config config{prefix};
     for (const auto& [k, v] : c.grid) {
       if (k == "lr")
         lr = to_double(v);
       else
-        label += " " + k + "=" + v;
+        config.push_back(k + "=" + v);
     }
     const auto m = recipe::cell_metrics(c);
     const auto loss = m.find("final_valid_loss");
-    if (std::isfinite(lr) && loss != m.end() && std::isfinite(loss->second)) panels[prefix][label][lr] = loss->second;
+    if (std::isfinite(lr) && loss != m.end() && std::isfinite(loss->second)) panels[prefix][config][lr] = loss->second;
   }
-  auto figure = [&](const std::string& name, const std::string& title, const std::vector<const Lines*>& groups) {
+  // A line per configuration of `groups` with at least two lrs, labelled by its parts less `common`.
+  auto figure = [&](const std::string& name, const std::string& title, const std::vector<const Lines*>& groups,
+                    const std::set<std::string>& common) {
     LineFigure f = line_figure(name, title, "peak learning rate", "final validation loss (nats/token)");
     f.logx = true;
     for (const auto* lines : groups)
-      for (const auto& [label, points] : *lines) {
+      for (const auto& [config, points] : *lines) {
         if (points.size() < 2) continue;
-        Series line = series(label);
+        std::string label;
+        for (const auto& part : config)
+          if (!common.count(part)) label += (label.empty() ? "" : " ") + part;
+        Series line = series(label.empty() ? config.front() : label);
         for (const auto& [lr, loss] : points) line.points.emplace_back(lr, loss);
         f.series.push_back(line);
       }
@@ -459,14 +466,22 @@ void lr_grid_figure(const Source& s, const std::string& fig_dir, std::vector<Fig
   };
   std::vector<const Lines*> all;
   for (const auto& [prefix, lines] : panels) all.push_back(&lines);
-  const auto whole = figure(s.prefix + "lr-grid", s.title + ": final validation loss against the learning rate", all);
+  const auto whole = figure(s.prefix + "lr-grid", s.title + ": final validation loss against the learning rate", all, {});
   if (whole.series.empty() || !draw(whole, fig_dir)) return;
   out.push_back({"lr-grid", whole.name, "Final validation loss against the peak learning rate, one line per "
                                         "configuration (diverged runs left out; LR sensitivity: scripts/lr_sensitivity.py)"});
   if (whole.series.size() <= kLinesPerPanel || panels.size() < 2) return;
   for (const auto& [prefix, lines] : panels) {
-    const auto panel = figure(s.prefix + "lr-grid-" + prefix, prefix + ": final validation loss against the learning rate",
-                              {&lines});
+    // The panel's title names the prefix and the grid values its lines share; the labels the rest.
+    std::set<std::string> common(lines.begin()->first.begin(), lines.begin()->first.end());
+    for (const auto& [config, points] : lines)
+      for (auto it = common.begin(); it != common.end();)
+        it = std::find(config.begin(), config.end(), *it) == config.end() ? common.erase(it) : std::next(it);
+    std::string shared;
+    for (const auto& part : common)
+      if (part != prefix) shared += " " + part;
+    const auto panel = figure(s.prefix + "lr-grid-" + prefix,
+                              prefix + shared + ": final validation loss against the learning rate", {&lines}, common);
     if (!panel.series.empty() && draw(panel, fig_dir))
       out.push_back({"lr-grid", panel.name, "The same, the cells named " + prefix + "_* only"});
   }
