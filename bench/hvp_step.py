@@ -13,7 +13,6 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import resource
 import statistics
 import subprocess
@@ -27,7 +26,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "reference"))
 import reference_model as ref  # noqa: E402
 
-from doc_block import write_block
+from doc_block import cpu_name, write_block
 
 
 def peer_run(weights_pt, sentences, length, repeats, threads):
@@ -119,8 +118,7 @@ def main():
     k_ours, k_peer = med(ours, "median_kept_hvp_seconds"), med(peers, "median_kept_hvp_seconds")
     ratios = [r["median_hvp_seconds"] / r["median_gradient_seconds"] for r in ours]
     kept_ratios = [r["median_kept_hvp_seconds"] / r["median_gradient_seconds"] for r in ours]
-    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")),
-               platform.processor())
+    cpu = cpu_name()
     load = os.getloadavg()
     command = " ".join(["python3", "bench/hvp_step.py"] + sys.argv[1:])
     text = (

@@ -24,7 +24,6 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -35,7 +34,7 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from doc_block import write_block  # noqa: E402
+from doc_block import cpu_name, write_block  # noqa: E402
 
 WD = {"adam": 0.0, "sgd": 0.0, "adamw": 0.01, "lion": 0.01, "muon": 0.01, "adamw-schedulefree": 0.01}
 
@@ -155,11 +154,7 @@ def main():
         results[name] = {label: {"median_seconds": statistics.median(v), "runs": v} for label, v in runs.items()}
         print(name, {k: round(1e3 * v["median_seconds"], 2) for k, v in results[name].items()}, flush=True)
 
-    cpu = platform.processor() or platform.machine()
-    try:
-        cpu = next(l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
+    cpu = cpu_name()
     cmd = "python3 bench/optimizer_step.py " + " ".join(
         f"--{k.replace('_', '-')} {v}" for k, v in (("optimizers", args.optimizers), ("preset", args.preset),
                                                     ("model_kind", args.model_kind), ("vocab_size", args.vocab_size),

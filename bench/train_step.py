@@ -30,7 +30,6 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import shlex
 import signal
 import statistics
@@ -48,7 +47,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "tests", "reference"))
 import reference_model as ref  # noqa: E402
 
 import nanogpt_peer  # noqa: E402
-from doc_block import write_block
+from doc_block import cpu_name, write_block
 from timing import median_ms
 
 # name (mode-precision) -> label; mode: normlab, eager or compile.
@@ -267,8 +266,7 @@ def main():
     tokens = args.sentences * args.length
     flops = step_flops(cfg, args.sentences, args.length, args.length)
     median = {n: statistics.median(r["median_seconds"] for r in runs[n]) for n in names if n not in errors}
-    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")),
-               platform.processor())
+    cpu = cpu_name()
     if args.device == "cuda":
         cpu = f"{torch.cuda.get_device_name(0)} (host {cpu})"
     label = (lambda n: CONFIGS[n].replace("PyTorch", "nanoGPT-style").replace("torch.compile", "nanoGPT-style + torch.compile")
