@@ -42,7 +42,9 @@ struct PerturbConfig {
 
 // Every 2-D parameter (weight matrices and embedding tables; not biases, LayerNorm, omega,
 // alpha) is perturbed; the change is ||F(x,W) - F(x,W*)||_2^2 per non-padding token, averaged,
-// for the encoder output (B,S,C) and the decoder output (logits, B,T,V); dropout off.
+// for each stack's output as fairseq's module returns it: an encoder-decoder's encoder states
+// (B,S,C) and decoder logits (B,T,V), a single-stack model's logits in its stack's column (the
+// other column NaN, an empty CSV field); dropout off. Any model kind (config.model.kind).
 void run_perturb(const PerturbConfig& config);
 
 // W -> W* in place, for every 2-D parameter of `net` (in the mode the caller set): kSign with
