@@ -150,7 +150,7 @@ def main():
                 out = subprocess.run([sys.executable, __file__, "--shapes", shapes, "--optimizer", name, "--peer-index",
                                       str(i), "--threads", str(args.threads), "--warmup", str(args.warmup), "--steps",
                                       str(args.steps)], check=True, capture_output=True, text=True).stdout
-                runs[label].append(json.loads(out)["median_seconds"])
+                runs[label].append(json.loads(out.splitlines()[-1])["median_seconds"])  # a package may print first
         results[name] = {label: {"median_seconds": statistics.median(v), "runs": v} for label, v in runs.items()}
         print(name, {k: round(1e3 * v["median_seconds"], 2) for k, v in results[name].items()}, flush=True)
 
