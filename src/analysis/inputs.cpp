@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <iostream>
 #include <numeric>
+#include <optional>
 #include <stdexcept>
 
 #include <torch/torch.h>
@@ -19,7 +20,8 @@
 namespace normlab::analysis {
 
 struct BatchSource::Corpus {
-  train::Corpus corpus;
+  train::Corpus corpus;                          // unmasked: an encoder's masks are each batches() call's
+  std::optional<train::CorpusMasking> masking;   // an encoder's masking; its seed is the call's
 };
 
 void InputConfig::fit_model(const model::ModelConfig& model) {
@@ -121,8 +123,7 @@ BatchSource::BatchSource(const InputConfig& c, const std::string& out_dir) : con
   auto& corpus = corpus_->corpus;
   corpus = train::load_text_corpus(c.train_prefix, vocab, c.block_size > 0 ? c.block_size : c.max_positions,
                                    [](const std::string& line) { std::cerr << line << "\n"; }, layout);
-  if (layout == data::Layout::kMaskedBlocks)  // the seed is each call's (batches())
-    corpus.masking = input_masking(static_cast<int64_t>(vocab.size()), 0);
+  if (layout == data::Layout::kMaskedBlocks) corpus_->masking = input_masking(static_cast<int64_t>(vocab.size()), 0);
 }
 
 BatchSource::~BatchSource() = default;
@@ -131,14 +132,18 @@ bool BatchSource::real() const { return corpus_ != nullptr; }
 
 std::vector<data::Batch> BatchSource::batches(uint64_t seed, int64_t count) const {
   if (!corpus_) return config_.layout() == data::Layout::kPairs ? random_pairs(seed, count) : random_blocks(seed, count);
-  auto corpus = corpus_->corpus;  // a copy: the masks' seed is this call's
-  if (corpus.masking) corpus.masking->seed = seed;
+  const auto& corpus = corpus_->corpus;
+  const auto& masking = corpus_->masking;
   const auto all = data::make_batches(corpus.sizes, corpus.kept, config_.batching, seed, 1);
   if (static_cast<int64_t>(all.size()) < count)
     throw std::invalid_argument("--batches " + std::to_string(count) + ": " + config_.train_prefix +
                                 " makes only " + std::to_string(all.size()) + " batches");
   std::vector<data::Batch> out;
-  for (int64_t i = 0; i < count; ++i) out.push_back(train::gather(corpus, all[static_cast<size_t>(i)], 1));
+  for (int64_t i = 0; i < count; ++i) {
+    const auto& indices = all[static_cast<size_t>(i)];
+    out.push_back(train::gather(corpus, indices, 1));
+    if (masking) data::mask_batch(out.back(), indices, masking->config, masking->tokens, seed, 1);  // as epoch 1
+  }
   return out;
 }
 
