@@ -1,5 +1,5 @@
 // `normlab coord-check`: muP's coordinate check (Yang et al. 2021; mup/coord_check.py), every
-// activation's mean |x| after a few updates against the width, under sp and under mup
+// activation's mean |x| after a few updates against the width, under sp, mup and u-mup
 // (docs/width.md).
 #include <iostream>
 #include <optional>
@@ -13,11 +13,12 @@
 namespace normlab::app {
 
 Runner add_coord_check_command(CLI::App& app, const GlobalOptions&) {
-  auto* cmd = app.add_subcommand("coord-check", "muP's coordinate check: activation sizes against width, sp and mup");
+  auto* cmd = app.add_subcommand("coord-check", "muP's coordinate check: activation sizes against width, sp, mup and u-mup");
   struct Options {
     analysis::CoordCheckConfig config;
     ModelOptions model;
     std::string optimizer = "adam";
+    std::vector<std::string> parametrisations = {"sp", "mup"};
   };
   auto o = std::make_shared<Options>();
   auto& c = o->config;
@@ -31,6 +32,9 @@ Runner add_coord_check_command(CLI::App& app, const GlobalOptions&) {
   cmd->add_option("--seed", c.seed, "first seed (and the batch's)")->capture_default_str()->group(g);
   cmd->add_option("--optimizer", o->optimizer, "adam|adamw|sgd (mup's MuAdam, MuAdamW, MuSGD under mup)")
       ->capture_default_str()->group(g);
+  cmd->add_option("--parametrisations", o->parametrisations,
+                  "sp|mup|u-mup, comma-separated: the models built at each width (u-mup: docs/width.md)")
+      ->delimiter(',')->capture_default_str()->group(g);
   cmd->add_option("--lr", c.lr, "the learning rate at every width")->capture_default_str()->group(g);
   cmd->add_option("--sentences", c.sentences, "random sentences in the batch")->capture_default_str()->group(g);
   cmd->add_option("--length", c.length, "tokens per random sentence")->capture_default_str()->group(g);
@@ -40,6 +44,9 @@ Runner add_coord_check_command(CLI::App& app, const GlobalOptions&) {
     c.model = o->model.resolve();
     if (c.model.parametrisation == model::Parametrisation::kMup) c.base_width = c.model.mup_base_width;
     c.optimizer = train::parse_optimizer_kind(o->optimizer);
+    c.parametrisations.clear();
+    for (const auto& p : o->parametrisations)
+      c.parametrisations.push_back(model::parse_parametrisation(p, "--parametrisations"));
     core::throw_if_problems(c.problems());
     core::DirLock lock(c.out, "normlab coord-check");
     const auto records = analysis::coord_check(c);

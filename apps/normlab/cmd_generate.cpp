@@ -151,6 +151,7 @@ Runner add_generate_command(CLI::App& app, const GlobalOptions& global) {
     core::throw_if_problems(o->config.validate());
     auto loaded = model::load_model(o->checkpoint);
     auto net = model::as_decoder_only(loaded.model, "normlab generate");
+    decode::check_decodable(net->config());
     std::optional<data::Vocab> vocab;
     if (!o->ids) vocab.emplace(checkpoint_vocab(loaded, o->checkpoint, o->vocab));
     const auto prompts = read_prompts(*o, vocab ? &*vocab : nullptr, net->config().tgt_vocab_size);

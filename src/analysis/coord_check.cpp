@@ -22,8 +22,6 @@
 namespace normlab::analysis {
 namespace {
 
-constexpr const char* kParametrisations[] = {"sp", "mup"};
-
 // The model of width w under parametrisation p: F scaled with C, dropout off (mup's coord check
 // measures the function, not the noise).
 model::ModelConfig width_config(const CoordCheckConfig& c, model::Parametrisation p, int64_t w) {
@@ -116,16 +114,21 @@ std::vector<std::string> CoordCheckConfig::problems() const {
     out.push_back("--optimizer: the coordinate check uses mup's optimisers: adam|adamw|sgd, got " +
                   train::to_string(optimizer));
   if (model.classifier()) out.push_back("--num-classes: the coordinate check trains a language model's head");
+  if (parametrisations.empty()) out.push_back("--parametrisations needs at least one of sp|mup|u-mup");
   if (out.empty())  // each width's models, as they will be built
-    for (auto p : {model::Parametrisation::kSp, model::Parametrisation::kMup})
+    for (auto p : parametrisations) {
+      train::OptimizerConfig oc;
+      oc.kind = optimizer;
+      for (auto& q : train::mup_optimizer_problems(width_config(*this, p, widths.front()), oc)) out.push_back(q);
       for (auto w : widths)
         for (auto& q : width_config(*this, p, w).problems()) out.push_back("width " + std::to_string(w) + ": " + q);
+    }
   return out;
 }
 
 std::vector<CoordRecord> coord_check(const CoordCheckConfig& c) {
   std::vector<CoordRecord> out;
-  for (auto p : {model::Parametrisation::kSp, model::Parametrisation::kMup}) {
+  for (auto p : c.parametrisations) {
     for (auto w : c.widths) {
       const auto m = width_config(c, p, w);
       const auto batch = random_batch(c, m);
@@ -161,8 +164,12 @@ namespace {
 
 void draw_figures(const std::vector<CoordRecord>& records, const std::string& out) {
   int64_t last = 0;
-  for (const auto& r : records) last = std::max(last, r.step);
-  for (const char* p : kParametrisations) {
+  std::set<std::string> parametrisations;
+  for (const auto& r : records) {
+    last = std::max(last, r.step);
+    parametrisations.insert(r.parametrisation);
+  }
+  for (const auto& p : parametrisations) {
     std::map<std::string, report::Series> series;
     for (const auto& r : records)
       if (r.parametrisation == p && r.step == last) {
@@ -170,8 +177,8 @@ void draw_figures(const std::vector<CoordRecord>& records, const std::string& ou
         series[r.site].points.emplace_back(static_cast<double>(r.width), r.l1);
       }
     report::LineFigure f;
-    f.name = std::string("coord_check_") + p;
-    f.title = std::string(p) + ": mean |x| after " + std::to_string(last - 1) + " updates";
+    f.name = "coord_check_" + p;
+    f.title = p + ": mean |x| after " + std::to_string(last - 1) + " updates";
     f.xlabel = "width (d_model)";
     f.ylabel = "l1 = mean |x|";
     f.logx = f.logy = true;

@@ -141,6 +141,13 @@ std::vector<std::vector<Hypothesis>> draw(model::DecoderImpl& decoder, model::De
 
 }  // namespace
 
+void check_decodable(const model::ModelConfig& model) {
+  if (model.parametrisation == model::Parametrisation::kUmup)
+    throw std::invalid_argument("generate: a --parametrisation u-mup model's attention scale depends on the length of "
+                                "the whole sequence (unit_scaling's decoder has no incremental decoding): not decoded "
+                                "step by step");
+}
+
 int64_t new_token_room(const model::ModelConfig& model, int64_t prompt_length, const GenerateConfig& config) {
   // Positions 0..L-1 hold `</s> p_1 .. p_{L-1}`, p_L is fed at L, each new token after it.
   return model.max_positions - prompt_length - (config.search.beam > 1 ? 1 : 0);
@@ -150,6 +157,7 @@ std::vector<std::vector<Hypothesis>> generate(model::DecoderOnly& model, const s
                                               const GenerateConfig& config) {
   core::throw_if_problems(config.validate());
   const auto& m = model->config();
+  check_decodable(m);
   // fairseq's candidates: min(2 beam, V - 1); fewer than `beam` would break the selection.
   if (config.search.beam > 1 && config.search.beam > m.tgt_vocab_size - 1)
     throw std::invalid_argument("--beam " + std::to_string(config.search.beam) + " needs a vocabulary of more than " +

@@ -33,6 +33,10 @@ struct GenerateConfig {
   std::vector<std::string> validate() const;  // every problem, naming the option
 };
 
+// Throws std::invalid_argument, one line, for a model the cached decoder cannot run: --parametrisation
+// u-mup (its attention scale depends on the whole sequence's length, model/unit_scaling.h).
+void check_decodable(const model::ModelConfig& model);
+
 // How many tokens a prompt of `prompt_length` tokens can gain before the model's positions end
 // (max_positions - prompt_length; one fewer for beam search, whose </s> takes a position).
 int64_t new_token_room(const model::ModelConfig& model, int64_t prompt_length, const GenerateConfig& config);

@@ -9,13 +9,18 @@
 #include "model/kernels/attention_step.h"
 #include "model/linear.h"
 #include "model/precision.h"
+#include "model/unit_scaling.h"
 
 namespace normlab::model {
 
 MultiheadAttentionImpl::MultiheadAttentionImpl(int64_t d_model, int64_t heads, double scale,
                                                double attention_dropout,
-                                               std::optional<NormKind> qk_norm)
-    : heads_(heads), scale_(scale), attention_dropout_(attention_dropout) {
+                                               std::optional<NormKind> qk_norm, bool unit_scaled)
+    : heads_(heads),
+      scale_(scale),
+      attention_dropout_(attention_dropout),
+      unit_scaled_(unit_scaled),
+      projection_scale_(unit_scaled ? unit_linear_scale(d_model) : 1.0) {
   q_proj = register_module("q_proj", torch::nn::Linear(d_model, d_model));
   k_proj = register_module("k_proj", torch::nn::Linear(d_model, d_model));
   v_proj = register_module("v_proj", torch::nn::Linear(d_model, d_model));
@@ -34,6 +39,11 @@ torch::Tensor MultiheadAttentionImpl::key(const torch::Tensor& k) const {
   return k_norm ? k_norm->forward(k) : k;
 }
 
+torch::Tensor MultiheadAttentionImpl::projected(const torch::nn::Linear& layer, const torch::Tensor& x) const {
+  auto y = linear(layer, x);
+  return projection_scale_ == 1.0 ? y : y * projection_scale_;
+}
+
 torch::Tensor MultiheadAttentionImpl::split_heads(const torch::Tensor& x) const {
   return x.view({x.size(0), x.size(1), heads_, x.size(2) / heads_}).transpose(1, 2);
 }
@@ -42,7 +52,7 @@ std::vector<torch::Tensor> MultiheadAttentionImpl::project(
     const torch::Tensor& x, std::initializer_list<const torch::nn::Linear*> layers) const {
   if (PackedWeights::int8_now()) {  // each weight quantised once: a stacked copy would be float
     std::vector<torch::Tensor> out;
-    for (const auto* l : layers) out.push_back(split_heads(linear(*l, x)));
+    for (const auto* l : layers) out.push_back(split_heads(projected(*l, x)));
     return out;
   }
   std::vector<torch::Tensor> weights, biases;
@@ -51,6 +61,7 @@ std::vector<torch::Tensor> MultiheadAttentionImpl::project(
     biases.push_back(autocast_operand((*l)->bias));
   }
   auto y = torch::linear(x, torch::cat(weights), torch::cat(biases));  // (B,L,n*C)
+  if (projection_scale_ != 1.0) y = y * projection_scale_;
   std::vector<torch::Tensor> out;
   for (const auto& part : y.split(x.size(2), -1)) out.push_back(split_heads(part));
   return out;
@@ -73,7 +84,8 @@ torch::Tensor MultiheadAttentionImpl::attend(const torch::Tensor& q, const torch
   auto probs = torch::softmax(scores, -1);
   probs = model::dropout(probs, attention_dropout_, is_training());
   auto context = torch::matmul(probs, v).transpose(1, 2).reshape({B, T, C});  // (B,T,C)
-  return linear(out_proj, context);
+  if (unit_scaled_) context = context * unit_attention_output_scale(C / heads_, S, causal);
+  return projected(out_proj, context);
 }
 
 torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& query,
@@ -84,7 +96,7 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& query,
     auto qkv = project(query, {&q_proj, &k_proj, &v_proj});
     return attend(scaled_query(qkv[0]), key(qkv[1]), qkv[2], key_padding_mask, causal);
   }
-  auto q = scaled_query(split_heads(linear(q_proj, query)));
+  auto q = scaled_query(split_heads(projected(q_proj, query)));
   auto kv = project(key_value, {&k_proj, &v_proj});
   return attend(q, key(kv[0]), kv[1], key_padding_mask, causal);
 }
@@ -97,6 +109,9 @@ KeyValues MultiheadAttentionImpl::project_kv(const torch::Tensor& x) const {
 }
 
 torch::Tensor MultiheadAttentionImpl::step_query(const torch::Tensor& query) const {
+  // u-muP's attention scale depends on the key count of the whole forward pass (the package's
+  // decoder has no incremental decoding): a model of it is not decoded step by step.
+  TORCH_CHECK(!unit_scaled_, "a --parametrisation u-mup model is not decoded step by step");
   const int64_t N = query.size(0), C = query.size(2);
   return scaled_query(linear(q_proj, query).view({N, heads_, C / heads_}));
 }

@@ -21,9 +21,11 @@ namespace normlab::model {
 class MultiheadAttentionImpl : public torch::nn::Module {
  public:
   // `scale`: the factor on q.k (model/width.h's attention_scale: 1/sqrt(D), muP's sqrt(D0)/D);
-  // `qk_norm`: the kind of QK-norm, or none.
+  // `qk_norm`: the kind of QK-norm, or none; `unit_scaled`: u-muP's forward scales (model/
+  // unit_scaling.h: 1/sqrt(C) on every projection, the attention output's scale for its key count;
+  // forward() only: decoding steps refuse it).
   MultiheadAttentionImpl(int64_t d_model, int64_t heads, double scale, double attention_dropout,
-                         std::optional<NormKind> qk_norm = std::nullopt);
+                         std::optional<NormKind> qk_norm = std::nullopt, bool unit_scaled = false);
 
   // query (B,T,C) attends to key_value (B,S,C). key_padding_mask (B,S) bool, true at padding,
   // or undefined; causal masks keys after the query's own position (needs T == S).
@@ -63,6 +65,8 @@ class MultiheadAttentionImpl : public torch::nn::Module {
   // (B,H,L,D).
   std::vector<torch::Tensor> project(const torch::Tensor& x,
                                      std::initializer_list<const torch::nn::Linear*> layers) const;
+  // linear(layer, x), times u-muP's 1/sqrt(C) when unit-scaled.
+  torch::Tensor projected(const torch::nn::Linear& layer, const torch::Tensor& x) const;
   // A decoding step's query (N,1,C) -> (N,H,D), projected and scaled.
   torch::Tensor step_query(const torch::Tensor& query) const;
   // A decoding step on ATen's products from the scaled query q (N,H,D): kv (B,H,L,D) read by
@@ -76,6 +80,8 @@ class MultiheadAttentionImpl : public torch::nn::Module {
   int64_t heads_;
   double scale_;
   double attention_dropout_;
+  bool unit_scaled_;
+  double projection_scale_;  // u-muP's 1/sqrt(C), else 1
   std::function<void(const torch::Tensor&)> score_observer_;
 };
 TORCH_MODULE(MultiheadAttention);

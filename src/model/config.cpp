@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/problems.h"
+#include "model/unit_scaling.h"
 #include "core/tokens.h"
 
 namespace normlab::model {
@@ -50,8 +51,9 @@ constexpr Names<PositionEmbedding, 2> kPositionNames{{{PositionEmbedding::kSinus
 constexpr Names<Activation, 3> kActivationNames{{{Activation::kRelu, "relu"},
                                                  {Activation::kGelu, "gelu"},
                                                  {Activation::kGeluTanh, "gelu-tanh"}}};
-constexpr Names<Parametrisation, 2> kParametrisationNames{{{Parametrisation::kSp, "sp"},
-                                                           {Parametrisation::kMup, "mup"}}};
+constexpr Names<Parametrisation, 3> kParametrisationNames{{{Parametrisation::kSp, "sp"},
+                                                           {Parametrisation::kMup, "mup"},
+                                                           {Parametrisation::kUmup, "u-mup"}}};
 
 template <class E, size_t N>
 std::string name_of(const Names<E, N>& names, E value) {
@@ -365,7 +367,7 @@ std::vector<std::string> norm_free_problems(const ModelConfig& c) {
 std::vector<std::string> width_problems(const ModelConfig& c) {
   std::vector<std::string> out;
   const int64_t base = c.mup_base_width;
-  if (c.parametrisation == Parametrisation::kSp) {
+  if (c.parametrisation != Parametrisation::kMup) {
     if (base != 0) out.push_back("--mup-base-width applies to --parametrisation mup only");
     return out;
   }
@@ -436,6 +438,7 @@ std::vector<std::string> ModelConfig::problems() const {
   for (auto& p : norm_free_problems(*this)) out.push_back(std::move(p));
   for (auto& p : scheme_problems(scheme)) out.push_back(std::move(p));
   for (auto& p : width_problems(*this)) out.push_back(std::move(p));
+  for (auto& p : unit_scaling_problems(*this)) out.push_back(std::move(p));
   return out;
 }
 

@@ -39,8 +39,9 @@ enum class Activation { kRelu, kGelu, kGeluTanh };
 // How initialisation, forward multipliers and per-parameter learning rates scale with the width
 // (docs/width.md): standard (sp, every other setting's own), or muP (Yang et al. 2021, "Tensor
 // Programs V", Table 3 / Table 8 as the `mup` package implements them) relative to a base width
-// C0, at which a mup model is the sp model (model/width.h).
-enum class Parametrisation { kSp, kMup };
+// C0, at which a mup model is the sp model (model/width.h), or u-muP (Blake et al. 2024, as the
+// `unit-scaling` package implements it: unit-variance weights, forward scales, model/unit_scaling.h).
+enum class Parametrisation { kSp, kMup, kUmup };
 
 inline constexpr double kDefaultMixLnAlpha = 0.25;  // Li et al. 2024's choice (REFERENCE §10)
 

@@ -7,6 +7,7 @@
 
 #include "core/tokens.h"
 #include "model/scheme_constants.h"
+#include "model/unit_scaling.h"
 #include "model/width.h"
 
 namespace normlab::model {
@@ -207,6 +208,22 @@ void rescale_for_mup(torch::nn::Module& module, const std::string& prefix, const
   }
 }
 
+// u-muP's initialisation (unit_scaling's Linear, Embedding and LinearReadout reset_parameters:
+// normal_ with std 1; biases 0; LayerNorm and RMSNorm gains 1, LayerNorm biases 0): every matrix and
+// table N(0, 1), every vector as its constructor made it but biases zeroed, the padding row 0 as
+// normlab's other inits leave it (the package has no padding). Nothing otherwise.
+void init_unit_scaled(DecoderImpl& decoder, const ModelConfig& c) {
+  if (!unit_scaled(c)) return;
+  for (auto& item : decoder.named_parameters()) {
+    auto& p = item.value();
+    if (p.dim() >= 2)
+      p.normal_(0.0, 1.0);
+    else if (item.key().size() >= 4 && item.key().compare(item.key().size() - 4, 4, "bias") == 0)
+      p.zero_();
+  }
+  decoder.embed_tokens->weight[kPad].zero_();
+}
+
 void check_profile(const ModelConfig& c, const data::Batch* profile) {
   if (c.scheme.init == InitMethod::kAdminProfile && profile == nullptr)
     throw std::invalid_argument("--init admin-profile needs a batch to profile on");
@@ -268,6 +285,7 @@ void init_decoder_only(DecoderOnlyImpl& model, const data::Batch* profile) {
       init_decoder(model.decoder, c);
     }
     rescale_for_mup(model, "", c);
+    init_unit_scaled(*model.decoder, c);
   }
   if (c.scheme.init == InitMethod::kAdminProfile) run_admin_profile(model, {model.decoder->admin_profile.get()}, *profile);
 }

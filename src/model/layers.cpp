@@ -11,6 +11,7 @@
 
 #include "core/tokens.h"
 #include "model/scheme_constants.h"
+#include "model/unit_scaling.h"
 #include "model/width.h"
 
 namespace normlab::model {
@@ -26,17 +27,28 @@ Norm final_layer_norm(torch::nn::Module& stack, const ModelConfig& config) {
   return stack.register_module("layer_norm", Norm(config.scheme.norm_kind, config.d_model));
 }
 
-// fc2(dropout(act(fc1(x)))); ReLU in the product's epilogue (model/linear.h).
+torch::Tensor scaled(torch::Tensor x, double scale) { return scale == 1.0 ? x : x * scale; }
+
+// fc2(dropout(act(fc1(x)))); ReLU in the product's epilogue (model/linear.h). u-muP's scales
+// (unit_scaling.h) are never 1 with ReLU: unit_scaling_problems refuses it.
 torch::Tensor feed_forward(torch::nn::Linear& fc1, torch::nn::Linear& fc2, const torch::Tensor& x,
-                           Activation activation, double activation_dropout, bool training) {
-  auto h = activation == Activation::kRelu ? linear_relu(fc1, x) : activate(linear(fc1, x), activation);
-  return linear(fc2, model::dropout(h, activation_dropout, training));
+                           const FeedForwardSettings& s, bool training) {
+  auto h = s.activation == Activation::kRelu
+               ? linear_relu(fc1, x)
+               : scaled(activate(scaled(linear(fc1, x), s.fc1_scale), s.activation), s.activation_scale);
+  return scaled(linear(fc2, model::dropout(h, s.dropout, training)), s.fc2_scale);
 }
+
 
 // QK-norm's kind when the scheme has it on.
 std::optional<NormKind> query_key_norm(const ModelConfig& c) {
   if (!c.scheme.qk_norm) return std::nullopt;
   return c.scheme.norm_kind;
+}
+
+MultiheadAttention attention(const ModelConfig& c) {
+  return MultiheadAttention(c.d_model, c.heads, attention_scale(c), c.attention_dropout, query_key_norm(c),
+                            unit_scaled(c));
 }
 
 // The context of layer `index` of the encoder's or the decoder's stack.
@@ -45,6 +57,7 @@ BlockContext layer_context(const ModelConfig& c, bool decoder, int64_t index,
   BlockContext context;
   context.placement = stack_layer_placement(c, decoder, index);
   context.layer = index;
+  context.stack_layers = decoder ? c.decoder_layers : c.encoder_layers;
   context.deepnorm_alpha = stack_constants(c, decoder).deepnorm_alpha;
   context.profile = std::move(profile);
   return context;
@@ -52,10 +65,16 @@ BlockContext layer_context(const ModelConfig& c, bool decoder, int64_t index,
 
 }  // namespace
 
-EncoderLayerImpl::EncoderLayerImpl(const ModelConfig& c, BlockContext context)
-    : activation_(c.activation), activation_dropout_(c.activation_dropout) {
-  self_attn = register_module("self_attn", MultiheadAttention(c.d_model, c.heads, attention_scale(c), c.attention_dropout,
-                                                              query_key_norm(c)));
+FeedForwardSettings::FeedForwardSettings(const ModelConfig& c)
+    : activation(c.activation), dropout(c.activation_dropout) {
+  if (!unit_scaled(c)) return;
+  fc1_scale = unit_linear_scale(c.d_model);
+  activation_scale = unit_gelu_scale();
+  fc2_scale = unit_linear_scale(c.ffn_dim);
+}
+
+EncoderLayerImpl::EncoderLayerImpl(const ModelConfig& c, BlockContext context) : ffn_(c) {
+  self_attn = register_module("self_attn", attention(c));
   rezero_alpha = context.rezero_alpha = register_rezero_alpha(*this, c);
   self_attn_block = ResidualBlock(*this, "self_attn", c, context);
   fc1 = register_module("fc1", torch::nn::Linear(c.d_model, c.ffn_dim));
@@ -68,19 +87,16 @@ torch::Tensor EncoderLayerImpl::forward(const torch::Tensor& x, const torch::Ten
   auto h = self_attn_block.forward(
       x, [&](const torch::Tensor& t) { return self_attn(t, t, padding_mask, false); }, train);
   return ffn_block.forward(
-      h, [&](const torch::Tensor& t) { return feed_forward(fc1, fc2, t, activation_, activation_dropout_, train); },
+      h, [&](const torch::Tensor& t) { return feed_forward(fc1, fc2, t, ffn_, train); },
       train);
 }
 
-DecoderLayerImpl::DecoderLayerImpl(const ModelConfig& c, BlockContext context)
-    : activation_(c.activation), activation_dropout_(c.activation_dropout) {
-  self_attn = register_module("self_attn", MultiheadAttention(c.d_model, c.heads, attention_scale(c), c.attention_dropout,
-                                                              query_key_norm(c)));
+DecoderLayerImpl::DecoderLayerImpl(const ModelConfig& c, BlockContext context) : ffn_(c) {
+  self_attn = register_module("self_attn", attention(c));
   rezero_alpha = context.rezero_alpha = register_rezero_alpha(*this, c);
   self_attn_block = ResidualBlock(*this, "self_attn", c, context);
   if (!c.single_stack()) {  // fairseq's no_encoder_attn otherwise (transformer_lm)
-    encoder_attn = register_module(
-        "encoder_attn", MultiheadAttention(c.d_model, c.heads, attention_scale(c), c.attention_dropout, query_key_norm(c)));
+    encoder_attn = register_module("encoder_attn", attention(c));
     encoder_attn_block = ResidualBlock(*this, "encoder_attn", c, context);
   }
   fc1 = register_module("fc1", torch::nn::Linear(c.d_model, c.ffn_dim));
@@ -99,7 +115,7 @@ torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x, const torch::Ten
         h, [&](const torch::Tensor& t) { return encoder_attn(t, encoder_out, encoder_padding_mask, false); },
         train);
   return ffn_block.forward(
-      h, [&](const torch::Tensor& t) { return feed_forward(fc1, fc2, t, activation_, activation_dropout_, train); },
+      h, [&](const torch::Tensor& t) { return feed_forward(fc1, fc2, t, ffn_, train); },
       train);
 }
 
@@ -115,7 +131,7 @@ torch::Tensor DecoderLayerImpl::forward_step(const torch::Tensor& x, DecoderCach
     h = encoder_attn_block.forward(
         h, [&](const torch::Tensor& t) { return encoder_attn->forward_step(t, cache.encoder(index)); }, train);
   return ffn_block.forward(
-      h, [&](const torch::Tensor& t) { return feed_forward(fc1, fc2, t, activation_, activation_dropout_, train); },
+      h, [&](const torch::Tensor& t) { return feed_forward(fc1, fc2, t, ffn_, train); },
       train);
 }
 
@@ -139,6 +155,7 @@ torch::Tensor sinusoidal_table(int64_t d_model, int64_t rows) {
 
 TokenEmbedding::TokenEmbedding(const ModelConfig& c)
     : scale_(embedding_scale(c)),
+      sum_scale_(unit_scaled(c) ? kUnitSumScale : 1.0),
       max_positions_(c.max_positions),
       dropout_(c.dropout) {
   if (c.positions == PositionEmbedding::kSinusoidal) positions_ = sinusoidal_table(c.d_model, c.max_positions + kPositionOffset);
@@ -168,7 +185,8 @@ torch::Tensor TokenEmbedding::embed(torch::nn::Embedding& table, const torch::nn
                      : positions_.slice(0, kPositionOffset + first, kPositionOffset + end)
                            .to(weight.device(), weight.scalar_type());  // (L,C)
   // fairseq gives padding tokens the zero position vector (their token row is zero too).
-  return table(tokens) * scale_ + pos.unsqueeze(0) * tokens.ne(kPad).unsqueeze(-1).to(weight.scalar_type());
+  auto x = table(tokens) * scale_ + pos.unsqueeze(0) * tokens.ne(kPad).unsqueeze(-1).to(weight.scalar_type());
+  return sum_scale_ == 1.0 ? x : x * sum_scale_;
 }
 
 EncoderImpl::EncoderImpl(const ModelConfig& c)

@@ -17,6 +17,15 @@
 
 namespace normlab::model {
 
+// A layer's feed-forward sub-layer: fc2(dropout(act(fc1(x)))), with u-muP's forward scales on fc1's
+// and fc2's outputs (1/sqrt(fan_in)) and on the activation's (U.gelu's); 1 otherwise.
+struct FeedForwardSettings {
+  explicit FeedForwardSettings(const ModelConfig& c);
+  Activation activation;
+  double dropout;
+  double fc1_scale = 1.0, activation_scale = 1.0, fc2_scale = 1.0;
+};
+
 class EncoderLayerImpl : public torch::nn::Module {
  public:
   // `context` says where the layer sits; its rezero_alpha is registered here.
@@ -30,8 +39,7 @@ class EncoderLayerImpl : public torch::nn::Module {
   ResidualBlock self_attn_block, ffn_block;
 
  private:
-  Activation activation_;
-  double activation_dropout_;
+  FeedForwardSettings ffn_;
 };
 TORCH_MODULE(EncoderLayer);
 
@@ -54,8 +62,7 @@ class DecoderLayerImpl : public torch::nn::Module {
   ResidualBlock self_attn_block, encoder_attn_block, ffn_block;
 
  private:
-  Activation activation_;
-  double activation_dropout_;
+  FeedForwardSettings ffn_;
 };
 TORCH_MODULE(DecoderLayer);
 
@@ -84,6 +91,7 @@ class TokenEmbedding {
 
  private:
   double scale_;
+  double sum_scale_;  // on token + position: u-muP's unit-scaled add, else 1
   int64_t max_positions_;
   double dropout_;
   torch::Tensor positions_;  // sinusoidal: (max_positions + offset, C), float64 master copy

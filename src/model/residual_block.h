@@ -37,6 +37,7 @@ BlockNames block_names(const std::string& block);
 struct BlockContext {
   NormPlacement placement = NormPlacement::kPost;  // the layer's: post | pre | peri | none
   int64_t layer = 0;               // 0-based index of the layer in its stack
+  int64_t stack_layers = 0;        // the stack's layers (u-muP's residual weights)
   torch::Tensor rezero_alpha;      // the layer's ReZero scalar (ReZero only)
   double deepnorm_alpha = 1.0;     // the stack's DeepNorm multiplier
   std::shared_ptr<AdminProfile> profile;  // the stack's Admin profiler
@@ -77,6 +78,7 @@ class ResidualBlock {
   torch::Tensor omega_;
   torch::Tensor rezero_alpha_;
   double deepnorm_alpha_ = 1.0;
+  double unit_tau_ = 0.0;  // u-muP's branch weight tau (model/unit_scaling.h); 0: a plain sum
   std::shared_ptr<AdminProfile> profile_;
   BlockObserver observer_;
 };

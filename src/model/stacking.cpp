@@ -137,6 +137,9 @@ std::vector<std::string> added_layer_problems(const ModelConfig& trained, const 
   if (grows && s.residual != ResidualForm::kPlain)
     out.push_back("layers can be added to models with the plain residual only (the checkpoint's is " +
                   to_string(s.residual) + ": its constants or profile depend on the depth)");
+  if (grows && trained.parametrisation == Parametrisation::kUmup)
+    out.push_back("layers cannot be added to a --parametrisation u-mup model: its residual weights tau and the "
+                  "layers' lr depend on the depth (model/unit_scaling.h)");
   // DT-Fixup's divisor grows with mu, the norm of C-dimensional inputs (about sqrt(C)), where muP fixes a hidden
   // weight's variance at 1/fan_in (Yang et al. 2021, Table 3): no width rule makes the two agree.
   if (is_dt_fixup(added.init) && trained.parametrisation == Parametrisation::kMup)

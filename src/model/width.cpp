@@ -31,6 +31,7 @@ ModelConfig base_config(const ModelConfig& c) {
 
 double attention_scale(const ModelConfig& c) {
   const int64_t D = c.d_model / c.heads;
+  if (c.parametrisation == Parametrisation::kUmup) return 1.0 / static_cast<double>(D);  // U.sdpa: mult / d_head
   const double sp = 1.0 / std::sqrt(static_cast<double>(D));
   if (!mup(c)) return sp;
   const int64_t D0 = c.mup_base_width / c.heads;
@@ -42,7 +43,10 @@ double embedding_scale(const ModelConfig& c) {
   return std::sqrt(static_cast<double>(mup(c) ? c.mup_base_width : c.d_model));
 }
 
-double readout_multiplier(const ModelConfig& c) { return 1.0 / width_mult(c); }
+double readout_multiplier(const ModelConfig& c) {
+  if (c.parametrisation == Parametrisation::kUmup) return 1.0 / static_cast<double>(c.d_model);  // U.linear_readout
+  return 1.0 / width_mult(c);
+}
 
 std::map<std::string, std::vector<int64_t>> base_shapes(const ModelConfig& c) {
   // The layers' constructors draw their default init: keep the generator where it was, so that

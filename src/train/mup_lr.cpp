@@ -1,6 +1,7 @@
 #include "train/mup_lr.h"
 
 #include "core/problems.h"
+#include "model/unit_scaling.h"
 #include "model/width.h"
 
 namespace normlab::train {
@@ -15,6 +16,10 @@ bool adam_like(OptimizerKind kind) { return kind == OptimizerKind::kAdam || kind
 
 std::vector<std::string> mup_optimizer_problems(const model::ModelConfig& model, const OptimizerConfig& optimizer) {
   std::vector<std::string> out;
+  if (model::unit_scaled(model) && !adam_like(optimizer.kind))
+    out.push_back("--parametrisation u-mup: --optimizer " + to_string(optimizer.kind) +
+                  " has no u-muP rule here (unit_scaling's Adam and AdamW give adam and adamw; its SGD rule needs "
+                  "the package's unit-scaled gradients, which normlab does not compute: docs/width.md)");
   if (!mup(model)) return out;
   if (!adam_like(optimizer.kind) && optimizer.kind != OptimizerKind::kSgd)
     out.push_back("--parametrisation mup: --optimizer " + to_string(optimizer.kind) +
@@ -25,6 +30,12 @@ std::vector<std::string> mup_optimizer_problems(const model::ModelConfig& model,
 std::vector<double> mup_lr_scales(const model::ModelConfig& model, const OptimizerConfig& optimizer,
                                   const NamedTensors& named) {
   std::vector<double> scales(named.size(), 1.0);
+  if (model::unit_scaled(model)) {
+    core::throw_if_problems(mup_optimizer_problems(model, optimizer));
+    for (size_t i = 0; i < named.size(); ++i)
+      scales[i] = model::unit_adam_lr_scale(model, named[i].first, named[i].second.sizes().vec());
+    return scales;
+  }
   if (!mup(model)) return scales;
   core::throw_if_problems(mup_optimizer_problems(model, optimizer));
   const auto base = model::base_shapes(model);

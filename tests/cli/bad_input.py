@@ -98,6 +98,11 @@ def main():
     ok = subprocess.run([args.normlab, "init", "--model-kind", "encoder-only", "--layers", "1", *tiny[:6],
                          "--vocab-size", "20", "--out", w("mlm.ckpt")], capture_output=True)
     assert ok.returncode == 0, ok.stderr.decode()
+    umup = ["--parametrisation", "u-mup", "--scheme", "pre-ln", "--form", "gpt2", "--dropout", "0"]
+    ok = subprocess.run([args.normlab, "init", "--model-kind", "decoder-only", "--layers", "1", *tiny[:6], *umup,
+                         "--share", "none", "--vocab-size", "20", "--max-positions", "16", "--out", w("umup.ckpt")],
+                        capture_output=True)
+    assert ok.returncode == 0, ok.stderr.decode()
     write_files(w, {"long_prompt.txt": " ".join(["5"] * 16) + "\n", "big_id.txt": "5 6\n7 25\n"})
     generate = lambda *more: ["generate", "--checkpoint", w("lm.ckpt"), "--ids", "--input", w("src.txt"), *more]
     bpe_train = lambda prefix, *more: ["bpe", "train", "--train", w(prefix), "--src", "de", "--tgt", "en",
@@ -218,6 +223,13 @@ def main():
         (lm_train("c.en", "--eval-bleu"), "--eval-bleu applies to sentence pairs; a decoder-only model reads running text"),
         (lm_train("c.en", "--max-pairs", "5"), "--max-pairs applies to sentence pairs"),
         (train("--block-size", "8"), "--block-size cuts running text for --model-kind decoder-only"),
+        # Issue 36: u-muP where the package does not define it (docs/width.md).
+        (lm_train("c.en", *umup), "--parametrisation u-mup needs --share none (the readout's lr and multiplier are "
+                                  "not the table's)"),
+        (lm_train("c.en", *umup, "--share", "none", "--optimizer", "sgd"),
+         "--parametrisation u-mup: --optimizer sgd has no u-muP rule here"),
+        (["generate", "--checkpoint", w("umup.ckpt"), "--ids", "--input", w("src.txt")],
+         "generate: a --parametrisation u-mup model's attention scale depends on the length of the whole sequence"),
         (["init", "--model-kind", "decoder-only", *tiny, "--out", w("x")],
          "--encoder-layers: a decoder-only model has no encoder, got 1"),
         (["init", "--model-kind", "decoder-only", "--layers", "1", *tiny[:6], "--vocab-size", "20", "--share", "all",

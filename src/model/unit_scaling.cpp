@@ -1,0 +1,72 @@
+#include "model/unit_scaling.h"
+
+#include <cmath>
+
+namespace normlab::model {
+namespace {
+
+// unit_scaling.core.functional.logarithmic_interpolation: exp(alpha ln upper + (1 - alpha) ln lower).
+double log_interpolation(double alpha, double lower, double upper) {
+  return std::exp(alpha * std::log(upper) + (1.0 - alpha) * std::log(lower));
+}
+
+const double kPi = std::acos(-1.0);
+
+}  // namespace
+
+bool unit_scaled(const ModelConfig& c) { return c.parametrisation == Parametrisation::kUmup; }
+
+double unit_linear_scale(int64_t fan_in) { return 1.0 / std::sqrt(static_cast<double>(fan_in)); }
+
+double unit_gelu_scale() {
+  const double alpha = 1.0 / (1.0 + 0.25);  // mult 1: sigmoid(log(4 mult^2))
+  return log_interpolation(alpha, 2.0, std::sqrt(2.0 / (1.0 - 1.0 / kPi)));
+}
+
+double unit_attention_output_scale(int64_t head_dim, int64_t keys, bool causal) {
+  const double S = static_cast<double>(keys);
+  const double alpha = 1.0 / (1.0 + 4.0 * static_cast<double>(head_dim));  // mult 1
+  const double lower = std::sqrt((causal ? std::log(S) : 1.0) / S);
+  return 1.0 / log_interpolation(alpha, lower, 1.0);
+}
+
+double unit_residual_tau(int64_t index, int64_t blocks) {
+  // residual_mult = residual_attn_ratio = 1: alpha_mlp = alpha_attn = 1, and the index blocks
+  // before this one are n_attn + n_mlp = index.
+  return 1.0 / std::sqrt(static_cast<double>(blocks) / 2.0 + static_cast<double>(index));
+}
+
+std::vector<std::string> unit_scaling_problems(const ModelConfig& c) {
+  std::vector<std::string> out;
+  if (!unit_scaled(c)) return out;
+  const std::string p = "--parametrisation u-mup";
+  auto need = [&](bool ok, const std::string& what) {
+    if (!ok) out.push_back(p + " " + what);
+  };
+  need(c.kind == kDecoderOnly, "is built for --model-kind decoder-only (the package's TransformerDecoder), not " + c.kind);
+  const auto& s = c.scheme;
+  need(s.norm == NormPlacement::kPre && s.residual == ResidualForm::kPlain && !s.ln_scaling && !s.qk_norm,
+       "needs the Pre-LN residual (--scheme pre-ln or rmsnorm: unit_scaling's TransformerLayer), without "
+       "LayerNorm scaling or QK-norm");
+  need(s.norm_kind == NormKind::kLayerNorm || s.norm_kind == NormKind::kRMSNorm,
+       "needs LayerNorm or RMSNorm norms (--norm-kind)");
+  need(c.share == SharedEmbeddings::kNone, "needs --share none (the readout's lr and multiplier are not the table's)");
+  need(c.positions == PositionEmbedding::kLearned, "needs --positions learned (a unit-scaled table; --form gpt2)");
+  need(!c.scale_embedding, "needs --no-scale-embedding (the table is unit-scaled; --form gpt2)");
+  need(c.activation != Activation::kRelu, "needs --activation gelu or gelu-tanh (U.gelu's scale)");
+  need(c.dropout == 0.0 && c.attention_dropout == 0.0 && c.activation_dropout == 0.0,
+       "is implemented without dropout (--dropout, --attention-dropout, --activation-dropout 0)");
+  need(c.norm_free_encoder_layers + c.norm_free_decoder_layers == 0, "has no norm-free layers");
+  return out;
+}
+
+double unit_adam_lr_scale(const ModelConfig& c, const std::string& name, const std::vector<int64_t>& shape) {
+  if (!unit_scaled(c)) return 1.0;
+  const bool in_layers = name.find(".layers.") != std::string::npos;
+  const double depth = in_layers ? 1.0 / std::sqrt(static_cast<double>(c.decoder_layers)) : 1.0;
+  const bool readout = name.find("output_projection") != std::string::npos;
+  if (shape.size() != 2 || readout) return depth;  // mup_type bias, norm (depth) or output (1)
+  return depth / std::sqrt(static_cast<double>(shape[1]));  // mup_type weight: fan_in^-1/2
+}
+
+}  // namespace normlab::model
