@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
-"""LR transfer across width (recipes/lr_transfer_width.toml): how far the best lr moves, in grid steps.
+"""LR transfer across width (recipes/lr_transfer_width.toml, lm_lr_transfer.toml): how far the best lr moves, in grid steps.
 
 A configuration is (parametrisation, scheme, warm-up: `warmup-steps` 0 or not) over the widths
 (the cells' `d-model`) and the lr grid. From summary.csv the training cells, and from each one's
 metrics.jsonl its final validation loss (the last validation record; +inf when it diverged). Per
 configuration and width the best lr is the grid's argmin of the final loss (none when every lr
 diverged); the shift is the largest minus the smallest best lr's
-index on the sorted lr grid over the widths, in grid steps. The issue's claims, decided here
+index on the sorted lr grid over the widths, in grid steps (the grid of every cell's lrs together:
+lm_lr_transfer's u-mup grid continues the sp/mup grid). The issue's claims, decided here
 because the recipe's rule language has no argmin:
-- under mup the best lr moves by at most one grid step across the widths (shift <= 1);
+- under mup and u-mup the best lr moves by at most one grid step across the widths (shift <= 1);
 - under sp it moves more (shift > 1);
 - the warm-up needed at the best lr: per (parametrisation, scheme, width), at the best lr of the
   runs with warm-up, the final loss without warm-up minus with (> 0.05: warm-up needed there).
@@ -92,7 +93,7 @@ def main():
         per = ", ".join(f"{w}: {lrs[i]:g}" if i is not None else f"{w}: none" for w, i in sorted(idx.items()))
         if shift is None:
             verdict = "undecided (a width without a finite loss)"
-        elif p == "mup":
+        elif p in ("mup", "u-mup"):
             verdict = "transfers (<= 1 step)" if shift <= 1 else "does not transfer (> 1 step)"
         else:
             verdict = "moves (> 1 step)" if shift > 1 else "stays (<= 1 step)"
@@ -102,9 +103,18 @@ def main():
            "| parametrisation | scheme | width | best lr (warm-up) | loss with | loss without | cost of no warm-up | needed |",
            "|---|---|---:|---:|---:|---:|---:|---|"]
     for (p, s, warm) in sorted(table):
-        if not warm or (p, s, False) not in table:
+        if not warm:
             continue
         idx, _ = best[(p, s, True)]
+        if (p, s, False) not in table:  # warm-up runs only (lm_lr_transfer): the best lrs, no cost
+            for w in sorted(idx):
+                i = idx[w]
+                rows.append({"parametrisation": p, "scheme": s, "width": w,
+                             "best_lr_warm": "" if i is None else lrs[i], "best_lr_nowarm": "",
+                             "shift_warm": "" if best[(p, s, True)][1] is None else best[(p, s, True)][1],
+                             "shift_nowarm": "", "loss_warm_at_best": math.inf if i is None else table[(p, s, True)][w][lrs[i]],
+                             "loss_nowarm_at_best": "", "warmup_cost_at_best": ""})
+            continue
         for w in sorted(idx):
             i = idx[w]
             with_, without, cost = (math.inf, math.inf, math.nan) if i is None else (

@@ -19,8 +19,9 @@ lr_sensitivity (scripts/lr_sensitivity.py against the cells' own records), optim
 lr_transfer_width (scripts/lr_transfer.py's best lrs against the cells' own records, mup = sp at the
 base width, two verdicts recomputed), warmup_auto (scripts/warmup_auto.py's rows against the cells' own
 records, each auto ramp's start against 38 / (lambda_0 lr); scripts/warmup_predictor.py runs) and dt_fixup (its frozen cell's trained parameters against the pretrained checkpoint, by torch.load; the authors' form without norms in its added layers, dt-fixup-postln with them).
-`recipe.lm_recipes_smoke` runs the decoder-only lm_sharpness and lm_lr_sensitivity (lr_sensitivity's
-checks) and the encoder-only xiong_fig5, with
+`recipe.lm_recipes_smoke` runs the decoder-only lm_sharpness, lm_lr_sensitivity (lr_sensitivity's
+checks) and lm_lr_transfer (lr_transfer_width's script check; mup = sp at its base width w1) and the
+encoder-only xiong_fig5, with
 --data ../shared/data/lm (a recipe without a [synth] task reads that text)."""
 import csv
 import json
@@ -67,6 +68,7 @@ FIGURES = {
     "warmup_auto": {"valid-loss", "train-loss", "warmup-auto_lr=0.01_scheme=post-ln_seed=1"},
     "optimizer_warmup": {"valid-loss", "train-loss", "lr-grid"},
     "lr_transfer_width": {"valid-loss", "train-loss", "lr-grid"},
+    "lm_lr_transfer": {"valid-loss", "train-loss", "lr-grid"},
     "sharpness": {"valid-loss", "train-loss", "curvature-post-ln-nowarm", "curvature-post-ln-warm",
                   "curvature-pre-ln-nowarm", "curvature-t-fixup-nowarm", "curvature-admin-nowarm"},
     "schemes_2025": {"valid-loss", "train-loss", "grad-norms-probe", "hidden-norms-probe",
@@ -89,6 +91,51 @@ def slope(xs, ys):
 
 def close(a, b, rel=2e-3):
     return abs(a - b) <= rel * max(abs(a), abs(b), 1e-12)
+
+
+def transfer_key(c):
+    """(parametrisation, scheme, warm, width), lr of an lr-transfer cell's name."""
+    g = dict(kv.split("=", 1) for kv in c.split("_")[1:])
+    return (g["parametrisation"], g["scheme"], int(g["warmup-steps"]) > 0, int(g["d-model"])), float(g["lr"])
+
+
+def by_cell(by, c):
+    key, lr = transfer_key(c)
+    return by[key][lr]
+
+
+def check_lr_transfer(root, out, cells, cell, check):
+    """scripts/lr_transfer.py's best lr per configuration and width against each cell's own
+    metrics.jsonl (last validation record; +inf when diverged). Returns {key: {lr: final loss}}."""
+    script = os.path.join(root, "scripts", "lr_transfer.py")
+    r = subprocess.run([sys.executable, script, out], capture_output=True, text=True, timeout=60)
+    check(r.returncode == 0, f"lr_transfer.py: {r.stderr[-400:]}")
+    table = rows(os.path.join(out, "lr_transfer.csv")) if r.returncode == 0 else []
+
+    def last_valid(c):
+        recs = [json.loads(l) for l in open(os.path.join(cell(c), "metrics.jsonl"))]
+        if any(x.get("event") == "diverged" for x in recs):
+            return math.inf
+        v = [x["valid_loss"] for x in recs if "valid_loss" in x]
+        return v[-1] if v and v[-1] is not None else math.inf
+    by = {}
+    for c in cells:
+        if c.startswith("w"):
+            key, lr = transfer_key(c)
+            by.setdefault(key, {})[lr] = last_valid(c)
+    best = {k: min(v, key=v.get) for k, v in by.items()}
+    check(len(table) == len([k for k in by if k[2]]), f"lr_transfer.csv rows {len(table)}")
+    for t in table:
+        for warm, column in ((True, "best_lr_warm"), (False, "best_lr_nowarm")):
+            key = (t["parametrisation"], t["scheme"], warm, int(t["width"]))
+            if key in by:
+                check(close(float(t[column]), best[key], 1e-9), f"lr_transfer {t} {column}: Python says {best[key]}")
+        nowarm = (t["parametrisation"], t["scheme"], False, int(t["width"]))
+        if nowarm in by:
+            lr = float(t["best_lr_warm"])
+            cost = by[nowarm][lr] - by[(t["parametrisation"], t["scheme"], True, int(t["width"]))][lr]
+            check(close(float(t["warmup_cost_at_best"]), cost, 1e-6), f"lr_transfer {t}: cost {cost}")
+    return by
 
 
 def number(text):
@@ -360,42 +407,16 @@ def main():
             probes = rows(os.path.join(out, "warmup_predictor.csv")) if r.returncode == 0 else []
             check(len(probes) == len([c for c in cells if c.startswith("probe_")]), f"warmup_predictor.csv rows")
 
-        if name == "lr_transfer_width":
-            # scripts/lr_transfer.py's best lr per configuration and width against each cell's own
-            # metrics.jsonl (last validation record; +inf when diverged).
-            script = os.path.join(os.path.dirname(args.recipes), "scripts", "lr_transfer.py")
-            r = subprocess.run([sys.executable, script, out], capture_output=True, text=True, timeout=60)
-            check(r.returncode == 0, f"lr_transfer.py: {r.stderr[-400:]}")
-            table = rows(os.path.join(out, "lr_transfer.csv")) if r.returncode == 0 else []
-
-            def last_valid(c):
-                recs = [json.loads(l) for l in open(os.path.join(cell(c), "metrics.jsonl"))]
-                if any(x.get("event") == "diverged" for x in recs):
-                    return math.inf
-                v = [x["valid_loss"] for x in recs if "valid_loss" in x]
-                return v[-1] if v and v[-1] is not None else math.inf
-            final = {c: last_valid(c) for c in cells}
-            parse = lambda c: dict(kv.split("=", 1) for kv in c.split("_")[1:])
-            by = {}
-            for c, loss in final.items():
-                g = parse(c)
-                key = (g["parametrisation"], g["scheme"], int(g["warmup-steps"]) > 0, int(g["d-model"]))
-                by.setdefault(key, {})[float(g["lr"])] = loss
-            best = {k: min(v, key=v.get) for k, v in by.items()}
+        if name in ("lr_transfer_width", "lm_lr_transfer"):
+            by = check_lr_transfer(os.path.dirname(args.recipes), out, cells, cell, check)
             widths = {k[3] for k in by}
-            check(len(table) == len([k for k in by if k[2]]), f"lr_transfer.csv rows {len(table)}")
-            for t in table:
-                for warm, column in ((True, "best_lr_warm"), (False, "best_lr_nowarm")):
-                    want = best[(t["parametrisation"], t["scheme"], warm, int(t["width"]))]
-                    check(close(float(t[column]), want, 1e-9), f"lr_transfer {t} {column}: Python says {want}")
-                lr = float(t["best_lr_warm"])
-                cost = by[(t["parametrisation"], t["scheme"], False, int(t["width"]))][lr] - \
-                    by[(t["parametrisation"], t["scheme"], True, int(t["width"]))][lr]
-                check(close(float(t["warmup_cost_at_best"]), cost, 1e-6), f"lr_transfer {t}: cost {cost}")
-            # At the base width (w2 at this scale: --mup-base-width 16) mup is sp bit for bit.
-            base = [c for c in cells if c.startswith("w2_") and "parametrisation=mup" in c]
-            check(base and all(final[c] == final[c.replace("parametrisation=mup", "parametrisation=sp")] for c in base),
-                  f"lr_transfer_width: mup != sp at the base width: {[(c, final[c]) for c in base]}")
+            # mup is sp bit for bit at its base width (w2 at lr_transfer_width's smoke scale, w1 at
+            # lm_lr_transfer's).
+            base = [c for c in cells if c.startswith("w2_" if name == "lr_transfer_width" else "w1_")
+                    and "parametrisation=mup" in c]
+            check(base and all(by_cell(by, c) == by_cell(by, c.replace("parametrisation=mup", "parametrisation=sp"))
+                               for c in base), f"{name}: mup != sp at the base width: {base}")
+        if name == "lr_transfer_width":
             # The first two claims (Pre-LN with warm-up, narrowest against widest width) from the
             # cells' own records: mup's at each lr of this grid (the recipe's two largest), sp's at the top.
             narrow, wide = min(widths), max(widths)
