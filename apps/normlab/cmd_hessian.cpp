@@ -22,7 +22,6 @@
 #include "data/vocab.h"
 #include "model/checkpoint.h"
 #include "model/model.h"
-#include "data/text_stream.h"
 #include "model_options.h"
 #include "precision_option.h"
 #include "train/criterion.h"
@@ -68,9 +67,7 @@ data::Vocab load_vocab(const HessianOptions& o, const model::ModelConfig& config
     if (group.is_main()) {
       std::cerr << "normlab hessian: training a " << o.vocab_options.vocab_size << "-piece vocabulary on "
                 << o.vocab_train << "\n";
-      data::save_vocab(config.single_stack()
-                           ? data::train_vocab(data::read_text_for_vocab(o.vocab_train), o.vocab_options)
-                           : data::train_vocab_on_corpus(o.vocab_train, o.src, o.tgt, o.vocab_options),
+      data::save_vocab(data::train_vocab_on_data(o.vocab_train, config.single_stack(), o.src, o.tgt, o.vocab_options),
                        dir);
     }
     group.barrier();

@@ -13,7 +13,6 @@
 #include "data/cache.h"
 #include "data/corpus.h"
 #include "data/masking.h"
-#include "data/text_stream.h"
 #include "data/vocab.h"
 #include "train/train_data.h"
 
@@ -68,17 +67,10 @@ namespace {
 std::string input_vocab(const InputConfig& c, const std::string& out_dir) {
   if (!c.vocab_path.empty()) return data::Vocab::load(c.vocab_path).bytes();
   const auto t0 = std::chrono::steady_clock::now();
-  std::vector<std::string> lines;
-  if (c.layout() == data::Layout::kPairs) {
-    auto text = data::read_parallel(c.train_prefix, c.src_lang, c.tgt_lang);
-    lines = std::move(text.src);
-    lines.insert(lines.end(), text.tgt.begin(), text.tgt.end());
-  } else {
-    lines = data::read_text_for_vocab(c.train_prefix);
-  }
   data::VocabTrainOptions options;
   options.vocab_size = c.vocab_size;
-  auto bytes = data::train_vocab(lines, options);
+  auto bytes =
+      data::train_vocab_on_data(c.train_prefix, c.layout() != data::Layout::kPairs, c.src_lang, c.tgt_lang, options);
   const auto path = data::save_vocab(bytes, (std::filesystem::path(out_dir) / "vocab").string());
   std::cerr << "trained a " << c.vocab_size << "-piece BPE vocabulary in "
             << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s -> " << path

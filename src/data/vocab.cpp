@@ -12,6 +12,7 @@
 #include "core/problems.h"
 #include "core/tokens.h"
 #include "data/corpus.h"
+#include "data/text_stream.h"
 
 namespace normlab::data {
 namespace {
@@ -160,8 +161,9 @@ std::string train_vocab(const std::vector<std::string>& sentences, const VocabTr
   return model;
 }
 
-std::string train_vocab_on_corpus(const std::string& prefix, const std::string& src_lang,
-                                  const std::string& tgt_lang, const VocabTrainOptions& options) {
+std::string train_vocab_on_data(const std::string& prefix, bool running_text, const std::string& src_lang,
+                                const std::string& tgt_lang, const VocabTrainOptions& options) {
+  if (running_text) return train_vocab(read_text_for_vocab(prefix), options);
   auto text = read_parallel(prefix, src_lang, tgt_lang);
   std::vector<std::string> sentences = std::move(text.src);
   sentences.insert(sentences.end(), text.tgt.begin(), text.tgt.end());

@@ -64,10 +64,12 @@ class Vocab {
 // fails (e.g. a vocabulary too small for the characters of the text).
 std::string train_vocab(const std::vector<std::string>& sentences, const VocabTrainOptions& options);
 
-// The joint vocabulary of `normlab train`: train_vocab on PREFIX.SRC's and PREFIX.TGT's
-// sentences (read_parallel), source sentences first.
-std::string train_vocab_on_corpus(const std::string& prefix, const std::string& src_lang,
-                                  const std::string& tgt_lang, const VocabTrainOptions& options);
+// The vocabulary `normlab train` trains on its data, and the instruments that train one as it
+// does: train_vocab on a parallel corpus's PREFIX.SRC and PREFIX.TGT sentences (read_parallel,
+// source sentences first), or with `running_text` on the lines of the text file PREFIX
+// (read_text_for_vocab, data/text_stream.h).
+std::string train_vocab_on_data(const std::string& prefix, bool running_text, const std::string& src_lang,
+                                const std::string& tgt_lang, const VocabTrainOptions& options);
 
 // Writes DIR/spm.model (atomically) and DIR/spm.vocab, creating DIR; returns the model path.
 std::string save_vocab(const std::string& model_bytes, const std::string& dir);

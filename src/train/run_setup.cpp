@@ -11,7 +11,6 @@
 #include "core/process_group.h"
 #include "data/batching.h"
 #include "data/cache.h"
-#include "data/text_stream.h"
 #include "train/checkpoint_names.h"
 #include "train/mup_lr.h"
 #include "model/encoder_only.h"
@@ -66,11 +65,10 @@ std::string run_vocab(const TrainConfig& c, RunDir& dir, const model::LoadedMode
   }
   if (dir.writes() && !fs::exists(vocab_dir / data::kVocabModelFile)) {
     const auto t0 = std::chrono::steady_clock::now();
-    const auto bytes = !c.model.single_stack()
-                           ? data::train_vocab_on_corpus(c.train_prefix, c.src_lang, c.tgt_lang, c.vocab)
-                           : data::train_vocab(c.model.classifier() ? classification_texts(c.train_prefix)
-                                                                    : data::read_text_for_vocab(c.train_prefix),
-                                               c.vocab);
+    const auto bytes = c.model.classifier()
+                           ? data::train_vocab(classification_texts(c.train_prefix), c.vocab)
+                           : data::train_vocab_on_data(c.train_prefix, c.model.single_stack(), c.src_lang,
+                                                       c.tgt_lang, c.vocab);
     data::save_vocab(bytes, vocab_dir.string());
     dir.line(
         "normlab train: trained a " + std::to_string(c.vocab.vocab_size) + "-piece BPE vocabulary in " +
