@@ -15,7 +15,6 @@
 #include "core/file_io.h"
 #include "core/problems.h"
 #include "model/model.h"
-#include "model/seq2seq.h"
 #include "train/criterion.h"
 #include "train/optimizer.h"
 #include "model/width.h"
@@ -23,25 +22,14 @@
 namespace normlab::analysis {
 namespace {
 
-// Each stack's output as fairseq's module returns it, per batch: an encoder-decoder's encoder
-// states (B,S,C) and decoder logits (B,T,V); a single-stack model's logits (its stack's: a
-// decoder-only model's decoder, RoBERTa's encoder with its LM head) under its stack's name.
+// Each stack's output per batch (ModelImpl::stack_outputs), in float64.
 using Outputs = std::map<std::string, std::vector<torch::Tensor>>;
 
 Outputs outputs(model::Model net, const std::vector<data::Batch>& batches) {
   torch::NoGradGuard no_grad;
   Outputs o;
-  const auto seq2seq = std::dynamic_pointer_cast<model::Seq2SeqImpl>(net.ptr());
-  const auto stack = net->stacks().front().name;
-  for (const auto& b : batches) {
-    if (!seq2seq) {
-      o[stack].push_back(net->forward(b).to(torch::kFloat64));
-      continue;
-    }
-    auto enc = seq2seq->encoder(b.src);
-    o["encoder"].push_back(enc.out.to(torch::kFloat64));
-    o["decoder"].push_back(seq2seq->decoder(b.prev_output_tokens, enc).to(torch::kFloat64));
-  }
+  for (const auto& b : batches)
+    for (const auto& [stack, out] : net->stack_outputs(b)) o[stack].push_back(out.to(torch::kFloat64));
   return o;
 }
 

@@ -79,6 +79,10 @@ nlohmann::json ModelImpl::common_manifest() const {
   return out;
 }
 
+std::map<std::string, torch::Tensor> ModelImpl::stack_outputs(const data::Batch& batch) {
+  return {{stacks().front().name, forward(batch)}};
+}
+
 PrecisionGuard ModelImpl::precision_guard() const { return PrecisionGuard(precision_, device()); }
 
 void register_model_kind(const std::string& kind, ModelFactory factory) {

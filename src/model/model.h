@@ -54,6 +54,12 @@ class ModelImpl : public torch::nn::Module {
   // current training mode (dropout) and autograd mode.
   virtual torch::Tensor forward(const data::Batch& batch) = 0;
 
+  // Each stack's output as fairseq's module returns it, by stack name (stacks()' names): by
+  // default forward()'s logits under the one stack's name (a decoder-only model's decoder,
+  // RoBERTa's encoder with its LM head); an encoder-decoder's encoder states (B,S,C) and decoder
+  // logits (B,T,V). Same modes as forward().
+  virtual std::map<std::string, torch::Tensor> stack_outputs(const data::Batch& batch);
+
   // Every parameter as config().scheme.init says (REFERENCE §1), under torch's generator as
   // it stands (initialize() seeds it). `profile`: a batch for the initialisations that look
   // at data (Admin's profiling pass); null when there is none.

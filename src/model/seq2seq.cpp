@@ -25,6 +25,14 @@ torch::Tensor Seq2SeqImpl::forward(const data::Batch& batch) {
   return forward(batch.src.to(device), batch.prev_output_tokens.to(device));
 }
 
+std::map<std::string, torch::Tensor> Seq2SeqImpl::stack_outputs(const data::Batch& batch) {
+  auto guard = precision_guard();
+  const auto device = encoder->embed_tokens->weight.device();
+  auto enc = encoder(batch.src.to(device));
+  auto logits = decoder(batch.prev_output_tokens.to(device), enc);
+  return {{"encoder", enc.out}, {"decoder", logits}};
+}
+
 void Seq2SeqImpl::init_parameters(const data::Batch* profile) { init_encoder_decoder(*this, profile); }
 
 namespace {

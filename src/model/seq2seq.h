@@ -23,6 +23,8 @@ class Seq2SeqImpl : public ModelImpl {
   torch::Tensor forward(const torch::Tensor& src, const torch::Tensor& prev_output_tokens);
   // The batch's src and prev_output_tokens, on the parameters' device.
   torch::Tensor forward(const data::Batch& batch) override;
+  // {"encoder": its states (B,S,C), "decoder": the logits (B,T,V)}.
+  std::map<std::string, torch::Tensor> stack_outputs(const data::Batch& batch) override;
 
   // initialize()'s work for every scheme (init.h); Admin's profiling pass on `profile`.
   void init_parameters(const data::Batch* profile) override;
