@@ -32,8 +32,11 @@ ResidualBlock::ResidualBlock(torch::nn::Module& owner, const std::string& block,
   if (residual_ == ResidualForm::kAdmin)
     omega_ = owner.register_parameter(names.omega, torch::ones({config.d_model}));
   // u-muP's blocks alternate attention and FFN (a single stack: unit_scaling_problems).
-  if (unit_scaled(config))
-    unit_tau_ = unit_residual_tau(2 * context.layer + (block == "ffn" ? 1 : 0), 2 * context.stack_layers);
+  if (unit_scaled(config)) {
+    const double tau = unit_residual_tau(2 * context.layer + (block == "ffn" ? 1 : 0), 2 * context.stack_layers);
+    unit_skip_ = 1.0 / std::sqrt(1.0 + tau * tau);
+    unit_branch_ = tau * unit_skip_;
+  }
 }
 
 torch::Tensor ResidualBlock::forward(const torch::Tensor& x, const SubLayer& f,
@@ -62,10 +65,8 @@ torch::Tensor ResidualBlock::combine(const torch::Tensor& x, const SubLayer& f, 
   };
   switch (placement_) {
     case NormPlacement::kPre:
-      if (unit_tau_ > 0.0) {  // U.residual_split / residual_add (no dropout: unit_scaling_problems)
-        const double denom = std::sqrt(1.0 + unit_tau_ * unit_tau_);
-        return x * (1.0 / denom) + branch(normalize(x)) * (unit_tau_ / denom);
-      }
+      if (unit_branch_ > 0.0)  // U.residual_split / residual_add (no dropout: unit_scaling_problems)
+        return x * unit_skip_ + branch(normalize(x)) * unit_branch_;
       return add(x, branch(normalize(x)));
     case NormPlacement::kPeri:
       // Peri-LN (Kim et al. 2025; REFERENCE §10): x + N_out(f(N_in(x))); dropout on the branch.

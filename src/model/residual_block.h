@@ -78,7 +78,9 @@ class ResidualBlock {
   torch::Tensor omega_;
   torch::Tensor rezero_alpha_;
   double deepnorm_alpha_ = 1.0;
-  double unit_tau_ = 0.0;  // u-muP's branch weight tau (model/unit_scaling.h); 0: a plain sum
+  // u-muP's weights of the skip and the branch, 1/sqrt(1 + tau^2) and tau/sqrt(1 + tau^2)
+  // (model/unit_scaling.h); branch 0: a plain sum.
+  double unit_skip_ = 1.0, unit_branch_ = 0.0;
   std::shared_ptr<AdminProfile> profile_;
   BlockObserver observer_;
 };
