@@ -15,12 +15,13 @@ namespace normlab::model {
 
 MultiheadAttentionImpl::MultiheadAttentionImpl(int64_t d_model, int64_t heads, double scale,
                                                double attention_dropout,
-                                               std::optional<NormKind> qk_norm, bool unit_scaled)
+                                               std::optional<NormKind> qk_norm,
+                                               std::optional<double> unit_softmax_mult)
     : heads_(heads),
       scale_(scale),
       attention_dropout_(attention_dropout),
-      unit_scaled_(unit_scaled),
-      projection_scale_(unit_scaled ? unit_linear_scale(d_model) : 1.0) {
+      unit_softmax_mult_(unit_softmax_mult),
+      projection_scale_(unit_softmax_mult ? unit_linear_scale(d_model) : 1.0) {
   q_proj = register_module("q_proj", torch::nn::Linear(d_model, d_model));
   k_proj = register_module("k_proj", torch::nn::Linear(d_model, d_model));
   v_proj = register_module("v_proj", torch::nn::Linear(d_model, d_model));
@@ -84,7 +85,8 @@ torch::Tensor MultiheadAttentionImpl::attend(const torch::Tensor& q, const torch
   auto probs = torch::softmax(scores, -1);
   probs = model::dropout(probs, attention_dropout_, is_training());
   auto context = torch::matmul(probs, v).transpose(1, 2).reshape({B, T, C});  // (B,T,C)
-  if (unit_scaled_) context = context * unit_attention_output_scale(C / heads_, S, causal);
+  if (unit_softmax_mult_)
+    context = context * unit_attention_output_scale(C / heads_, S, causal, *unit_softmax_mult_);
   return projected(out_proj, context);
 }
 
@@ -111,7 +113,7 @@ KeyValues MultiheadAttentionImpl::project_kv(const torch::Tensor& x) const {
 torch::Tensor MultiheadAttentionImpl::step_query(const torch::Tensor& query) const {
   // u-muP's attention scale depends on the key count of the whole forward pass (the package's
   // decoder has no incremental decoding): a model of it is not decoded step by step.
-  TORCH_CHECK(!unit_scaled_, "a --parametrisation u-mup model is not decoded step by step");
+  TORCH_CHECK(!unit_softmax_mult_, "a --parametrisation u-mup model is not decoded step by step");
   const int64_t N = query.size(0), C = query.size(2);
   return scaled_query(linear(q_proj, query).view({N, heads_, C / heads_}));
 }

@@ -21,11 +21,12 @@ namespace normlab::model {
 class MultiheadAttentionImpl : public torch::nn::Module {
  public:
   // `scale`: the factor on q.k (model/width.h's attention_scale: 1/sqrt(D), muP's sqrt(D0)/D);
-  // `qk_norm`: the kind of QK-norm, or none; `unit_scaled`: u-muP's forward scales (model/
-  // unit_scaling.h: 1/sqrt(C) on every projection, the attention output's scale for its key count;
-  // forward() only: decoding steps refuse it).
+  // `qk_norm`: the kind of QK-norm, or none; `unit_softmax_mult`: u-muP's forward scales with that
+  // alpha_attn-softmax (model/unit_scaling.h: 1/sqrt(C) on every projection, the attention output's
+  // scale for its key count; forward() only: decoding steps refuse it), or none.
   MultiheadAttentionImpl(int64_t d_model, int64_t heads, double scale, double attention_dropout,
-                         std::optional<NormKind> qk_norm = std::nullopt, bool unit_scaled = false);
+                         std::optional<NormKind> qk_norm = std::nullopt,
+                         std::optional<double> unit_softmax_mult = std::nullopt);
 
   // query (B,T,C) attends to key_value (B,S,C). key_padding_mask (B,S) bool, true at padding,
   // or undefined; causal masks keys after the query's own position (needs T == S).
@@ -80,7 +81,7 @@ class MultiheadAttentionImpl : public torch::nn::Module {
   int64_t heads_;
   double scale_;
   double attention_dropout_;
-  bool unit_scaled_;
+  std::optional<double> unit_softmax_mult_;
   double projection_scale_;  // u-muP's 1/sqrt(C), else 1
   std::function<void(const torch::Tensor&)> score_observer_;
 };

@@ -43,6 +43,21 @@ enum class Activation { kRelu, kGelu, kGeluTanh };
 // `unit-scaling` package implements it: unit-variance weights, forward scales, model/unit_scaling.h).
 enum class Parametrisation { kSp, kMup, kUmup };
 
+// u-muP's hyperparameters (Blake et al. 2024, Table 3: alpha_ffn-act, alpha_attn-softmax, alpha_res,
+// alpha_res-attn-ratio, alpha_loss-softmax; docs/width.md), each the `mult` of the unit_scaling
+// package function named beside it; all 1 is the package's default model.
+struct UmupAlphas {
+  double ffn_act = 1.0;              // U.gelu(x, mult): gelu(mult x) / mult, rescaled
+  double attn_softmax = 1.0;         // U.scaled_dot_product_attention(mult): softmax(mult q.k / D)
+  double residual = 1.0;             // transformer_residual_scaling_rule(residual_mult, .)
+  double residual_attn_ratio = 1.0;  // transformer_residual_scaling_rule(., residual_attn_ratio)
+  double loss_softmax = 1.0;         // U.cross_entropy(mult): softmax of mult x the logits
+  bool defaults() const {
+    return ffn_act == 1.0 && attn_softmax == 1.0 && residual == 1.0 && residual_attn_ratio == 1.0 &&
+           loss_softmax == 1.0;
+  }
+};
+
 inline constexpr double kDefaultMixLnAlpha = 0.25;  // Li et al. 2024's choice (REFERENCE §10)
 
 struct SchemeSettings {
@@ -132,6 +147,7 @@ struct ModelConfig {
   // --mup-base-width C0 (mup only, else 0): the width multiplier is m = C / C0; the base model has
   // d_model C0, ffn_dim F C0 / C and the same heads and depths (model/width.h's base_config).
   int64_t mup_base_width = 0;
+  UmupAlphas umup;  // --umup-alpha-* (u-mup only, else all 1)
 
   // Every problem at once, one message each (empty when valid).
   std::vector<std::string> problems() const;

@@ -48,7 +48,7 @@ std::optional<NormKind> query_key_norm(const ModelConfig& c) {
 
 MultiheadAttention attention(const ModelConfig& c) {
   return MultiheadAttention(c.d_model, c.heads, attention_scale(c), c.attention_dropout, query_key_norm(c),
-                            unit_scaled(c));
+                            unit_scaled(c) ? std::optional<double>(c.umup.attn_softmax) : std::nullopt);
 }
 
 // The context of layer `index` of the encoder's or the decoder's stack.
@@ -68,8 +68,10 @@ BlockContext layer_context(const ModelConfig& c, bool decoder, int64_t index,
 FeedForwardSettings::FeedForwardSettings(const ModelConfig& c)
     : activation(c.activation), dropout(c.activation_dropout) {
   if (!unit_scaled(c)) return;
-  fc1_scale = unit_linear_scale(c.d_model);
-  activation_scale = unit_gelu_scale();
+  // U.gelu(mult): gelu(mult z) / mult x its output scale, mult folded into z's scale.
+  const double mult = c.umup.ffn_act;
+  fc1_scale = mult * unit_linear_scale(c.d_model);
+  activation_scale = unit_gelu_scale(mult) / mult;
   fc2_scale = unit_linear_scale(c.ffn_dim);
 }
 

@@ -33,7 +33,8 @@ ResidualBlock::ResidualBlock(torch::nn::Module& owner, const std::string& block,
     omega_ = owner.register_parameter(names.omega, torch::ones({config.d_model}));
   // u-muP's blocks alternate attention and FFN (a single stack: unit_scaling_problems).
   if (unit_scaled(config)) {
-    const double tau = unit_residual_tau(2 * context.layer + (block == "ffn" ? 1 : 0), 2 * context.stack_layers);
+    const double tau = unit_residual_tau(2 * context.layer + (block == "ffn" ? 1 : 0), 2 * context.stack_layers,
+                                         config.umup);
     unit_skip_ = 1.0 / std::sqrt(1.0 + tau * tau);
     unit_branch_ = tau * unit_skip_;
   }

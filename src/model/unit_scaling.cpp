@@ -1,6 +1,7 @@
 #include "model/unit_scaling.h"
 
 #include <cmath>
+#include <utility>
 
 namespace normlab::model {
 namespace {
@@ -18,27 +19,39 @@ bool unit_scaled(const ModelConfig& c) { return c.parametrisation == Parametrisa
 
 double unit_linear_scale(int64_t fan_in) { return 1.0 / std::sqrt(static_cast<double>(fan_in)); }
 
-double unit_gelu_scale() {
-  const double alpha = 1.0 / (1.0 + 0.25);  // mult 1: sigmoid(log(4 mult^2))
+double unit_gelu_scale(double mult) {
+  const double alpha = 1.0 / (1.0 + 0.25 / (mult * mult));  // sigmoid(log(4 mult^2))
   return log_interpolation(alpha, 2.0, std::sqrt(2.0 / (1.0 - 1.0 / kPi)));
 }
 
-double unit_attention_output_scale(int64_t head_dim, int64_t keys, bool causal) {
+double unit_attention_output_scale(int64_t head_dim, int64_t keys, bool causal, double mult) {
   const double S = static_cast<double>(keys);
-  const double alpha = 1.0 / (1.0 + 4.0 * static_cast<double>(head_dim));  // mult 1
+  const double alpha = 1.0 / (1.0 + 4.0 * static_cast<double>(head_dim) / (mult * mult));
   const double lower = std::sqrt((causal ? std::log(S) : 1.0) / S);
   return 1.0 / log_interpolation(alpha, lower, 1.0);
 }
 
-double unit_residual_tau(int64_t index, int64_t blocks) {
-  // residual_mult = residual_attn_ratio = 1: alpha_mlp = alpha_attn = 1, and the index blocks
-  // before this one are n_attn + n_mlp = index.
-  return 1.0 / std::sqrt(static_cast<double>(blocks) / 2.0 + static_cast<double>(index));
+double unit_residual_tau(int64_t index, int64_t blocks, const UmupAlphas& alphas) {
+  const double ratio = alphas.residual_attn_ratio;
+  const double a_ffn = alphas.residual * std::sqrt(2.0 / (1.0 + ratio * ratio));
+  const double a_attn = ratio * a_ffn;
+  const auto n_attn = static_cast<double>((index + 1) / 2), n_ffn = static_cast<double>(index / 2);
+  const double a = index % 2 == 0 ? a_attn : a_ffn;
+  return a / std::sqrt(static_cast<double>(blocks) / 2.0 + n_attn * a_attn * a_attn + n_ffn * a_ffn * a_ffn);
 }
 
 std::vector<std::string> unit_scaling_problems(const ModelConfig& c) {
   std::vector<std::string> out;
-  if (!unit_scaled(c)) return out;
+  const auto& a = c.umup;
+  if (!unit_scaled(c)) {
+    if (!a.defaults()) out.push_back("--umup-alpha-* applies to --parametrisation u-mup only");
+    return out;
+  }
+  for (auto [v, option] : {std::pair{a.ffn_act, "--umup-alpha-ffn-act"}, std::pair{a.attn_softmax, "--umup-alpha-attn-softmax"},
+                           std::pair{a.residual, "--umup-alpha-res"},
+                           std::pair{a.residual_attn_ratio, "--umup-alpha-res-attn-ratio"},
+                           std::pair{a.loss_softmax, "--umup-alpha-loss-softmax"}})
+    if (!(v > 0.0 && std::isfinite(v))) out.push_back(std::string(option) + " must be positive, got " + std::to_string(v));
   const std::string p = "--parametrisation u-mup";
   auto need = [&](bool ok, const std::string& what) {
     if (!ok) out.push_back(p + " " + what);

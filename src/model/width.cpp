@@ -31,7 +31,8 @@ ModelConfig base_config(const ModelConfig& c) {
 
 double attention_scale(const ModelConfig& c) {
   const int64_t D = c.d_model / c.heads;
-  if (c.parametrisation == Parametrisation::kUmup) return 1.0 / static_cast<double>(D);  // U.sdpa: mult / d_head
+  if (c.parametrisation == Parametrisation::kUmup)
+    return c.umup.attn_softmax / static_cast<double>(D);  // U.sdpa: mult / d_head
   const double sp = 1.0 / std::sqrt(static_cast<double>(D));
   if (!mup(c)) return sp;
   const int64_t D0 = c.mup_base_width / c.heads;
@@ -44,7 +45,8 @@ double embedding_scale(const ModelConfig& c) {
 }
 
 double readout_multiplier(const ModelConfig& c) {
-  if (c.parametrisation == Parametrisation::kUmup) return 1.0 / static_cast<double>(c.d_model);  // U.linear_readout
+  if (c.parametrisation == Parametrisation::kUmup)  // U.linear_readout's 1/fan_in, U.cross_entropy's mult
+    return c.umup.loss_softmax / static_cast<double>(c.d_model);
   return 1.0 / width_mult(c);
 }
 

@@ -21,16 +21,17 @@ ModelConfig base_config(const ModelConfig& c);
 
 // The factor on q.k (model/attention.h): 1/sqrt(D) under sp; sqrt(D0)/D under mup, D0 = C0/H, the
 // 1/d attention of Yang et al. §J.1 ("attention logit scaled by 1/d"; microsoft/mup README: "8/d
-// instead of 1/sqrt(d) ... backward compatible with 1/sqrt(d) when d=64", i.e. sqrt(D0)/D); 1/D
-// under u-mup (U.scaled_dot_product_attention's scale mult / d_head, model/unit_scaling.h).
+// instead of 1/sqrt(d) ... backward compatible with 1/sqrt(d) when d=64", i.e. sqrt(D0)/D); alpha/D
+// under u-mup (U.scaled_dot_product_attention's scale mult / d_head, mult alpha_attn-softmax,
+// model/unit_scaling.h).
 double attention_scale(const ModelConfig& c);
 // The token embedding's multiplier: sqrt(C) (fairseq) or 1 (--no-scale-embedding, GPT-2, BERT);
 // under mup sqrt(C0): a table has one infinite dimension, so its multiplier, like its init, is the
 // base model's (mup/init.py: a vector-like parameter's init does not depend on width).
 double embedding_scale(const ModelConfig& c);
 // The readout's input multiplier, 1/m under mup (MuReadout.forward: output_mult * x / width_mult,
-// output_mult 1; MuSharedReadout for a table tied to the output), 1/C under u-mup
-// (U.linear_readout's 1/fan_in), 1 under sp.
+// output_mult 1; MuSharedReadout for a table tied to the output), alpha/C under u-mup
+// (U.linear_readout's 1/fan_in times U.cross_entropy's mult alpha_loss-softmax), 1 under sp.
 double readout_multiplier(const ModelConfig& c);
 
 // Each parameter's shape in the base model, by name (what mup's set_base_shapes zips with the

@@ -228,6 +228,8 @@ def main():
                                   "not the table's)"),
         (lm_train("c.en", *umup, "--share", "none", "--optimizer", "sgd"),
          "--parametrisation u-mup: --optimizer sgd has no u-muP rule here"),
+        (lm_train("c.en", *umup, "--share", "none", "--umup-alpha-res", "0"), "--umup-alpha-res must be positive, got 0"),
+        (lm_train("c.en", "--umup-alpha-ffn-act", "2"), "--umup-alpha-* applies to --parametrisation u-mup only"),
         (["generate", "--checkpoint", w("umup.ckpt"), "--ids", "--input", w("src.txt")],
          "generate: a --parametrisation u-mup model's attention scale depends on the length of the whole sequence"),
         (["init", "--model-kind", "decoder-only", *tiny, "--out", w("x")],

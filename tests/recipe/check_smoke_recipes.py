@@ -20,8 +20,9 @@ lr_transfer_width (scripts/lr_transfer.py's best lrs against the cells' own reco
 base width, two verdicts recomputed), warmup_auto (scripts/warmup_auto.py's rows against the cells' own
 records, each auto ramp's start against 38 / (lambda_0 lr); scripts/warmup_predictor.py runs) and dt_fixup (its frozen cell's trained parameters against the pretrained checkpoint, by torch.load; the authors' form without norms in its added layers, dt-fixup-postln with them).
 `recipe.lm_recipes_smoke` runs the decoder-only lm_sharpness, lm_lr_sensitivity (lr_sensitivity's
-checks) and lm_lr_transfer (lr_transfer_width's script check; mup = sp at its base width w1) and the
-encoder-only xiong_fig5, with
+checks) and lm_lr_transfer (lr_transfer_width's script check; mup = sp at its base width w1),
+umup_alphas (each cell's recorded alphas, scripts/umup_alphas.py's best values and the claims against
+the cells' own records) and the encoder-only xiong_fig5, with
 --data ../shared/data/lm (a recipe without a [synth] task reads that text)."""
 import csv
 import json
@@ -69,6 +70,7 @@ FIGURES = {
     "optimizer_warmup": {"valid-loss", "train-loss", "lr-grid"},
     "lr_transfer_width": {"valid-loss", "train-loss", "lr-grid"},
     "lm_lr_transfer": {"valid-loss", "train-loss", "lr-grid"},
+    "umup_alphas": {"valid-loss", "train-loss"},
     "sharpness": {"valid-loss", "train-loss", "curvature-post-ln-nowarm", "curvature-post-ln-warm",
                   "curvature-pre-ln-nowarm", "curvature-t-fixup-nowarm", "curvature-admin-nowarm"},
     "schemes_2025": {"valid-loss", "train-loss", "grad-norms-probe", "hidden-norms-probe",
@@ -97,6 +99,50 @@ def transfer_key(c):
     """(parametrisation, scheme, warm, width), lr of an lr-transfer cell's name."""
     g = dict(kv.split("=", 1) for kv in c.split("_")[1:])
     return (g["parametrisation"], g["scheme"], int(g["warmup-steps"]) > 0, int(g["d-model"])), float(g["lr"])
+
+
+def check_umup_alphas(root, out, cells, cell, check, claims, verdicts):
+    """Each alpha cell's config.json carries its one alpha (the others absent: 1); scripts/umup_alphas.py's
+    best value and gain per (alpha, width) against the cells' own records; the claims' verdicts."""
+    def last_valid(c):
+        v = [json.loads(l).get("valid_loss") for l in open(os.path.join(cell(c), "metrics.jsonl"))]
+        return [x for x in v if x is not None][-1]
+
+    loss = {}
+    for c in cells:
+        if c == "text":
+            continue
+        width, rest = c.split("-", 1)
+        alphas = json.load(open(os.path.join(cell(c), "config.json")))["model"].get("umup_alphas")
+        if rest == "default":
+            check(alphas is None, f"umup_alphas: {c} records alphas {alphas}")
+            loss[(width, None, 1.0)] = last_valid(c)
+            continue
+        key, value = c.split("_", 1)[1].split("=")
+        name = key[len("umup-alpha-"):]
+        field = {"ffn-act": "ffn_act", "attn-softmax": "attn_softmax", "res": "residual",
+                 "res-attn-ratio": "residual_attn_ratio", "loss-softmax": "loss_softmax"}[name]
+        check(alphas is not None and alphas[field] == float(value) and
+              all(v == 1.0 for k, v in alphas.items() if k != field), f"umup_alphas: {c} records alphas {alphas}")
+        loss[(width, name, float(value))] = last_valid(c)
+    r = subprocess.run([sys.executable, os.path.join(root, "scripts", "umup_alphas.py"), out], capture_output=True,
+                       text=True, timeout=60)
+    check(r.returncode == 0, f"umup_alphas.py: {r.stderr[-400:]}")
+    table = rows(os.path.join(out, "umup_alphas.csv")) if r.returncode == 0 else []
+    names = {n for (_, n, _) in loss if n}
+    widths = {w for (w, _, _) in loss}
+    check(len(table) == len(names) * len(widths), f"umup_alphas.csv: {len(table)} rows")
+    for t in table:
+        sweep = {v: l for (w, n, v), l in loss.items() if w == t["width"] and n == t["alpha"]}
+        sweep[1.0] = loss[(t["width"], None, 1.0)]
+        best = min(sweep, key=sweep.get)
+        check(float(t["best_value"]) == best and close(float(t["gain_on_default"]), sweep[1.0] - sweep[best], 1e-9),
+              f"umup_alphas.csv {t['alpha']} {t['width']}: best {t['best_value']} vs {best}")
+    for claim in claims:
+        width = claim["rule"].split("(")[2].split("-")[0]
+        swept = min(l for (w, n, _), l in loss.items() if w == width and n)
+        want = verdict(swept > loss[(width, None, 1.0)] - 0.05)
+        check(verdicts[claim["text"]] == want, f"umup_alphas: {width} claim {verdicts[claim['text']]}, Python says {want}")
 
 
 def by_cell(by, c):
@@ -430,6 +476,9 @@ def main():
                     want = verdict(all(holds(a, b) for a, b in pairs))
                     check(verdicts[claim["text"]] == want, f"lr_transfer_width: claim {verdicts[claim['text']]}, "
                           f"Python says {want}: {pairs}")
+
+        if name == "umup_alphas":
+            check_umup_alphas(os.path.dirname(args.recipes), out, cells, cell, check, claims, verdicts)
 
         if name == "dt_fixup":
             # deep-frozen: the trained part bit-identical to pretrain's best checkpoint (torch.load);

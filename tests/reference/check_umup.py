@@ -8,7 +8,9 @@ uu.DepthModuleList, U.add, U.gelu, U.scaled_dot_product_attention, U.residual_sp
 with transformer_residual_scaling_rule(), U.cross_entropy), with normlab's parameter names and
 layout (GPT-2's form: learned positions, biases, affine LayerNorms, GELU-tanh; an untied readout).
   forward   normlab's float64 initial checkpoint loaded into it: `normlab score` of a batch of equal
-            length lines (no padding) against the package's summed cross-entropy (relative 1e-9).
+            length lines (no padding) against the package's summed cross-entropy (relative 1e-9), at
+            the default alphas and at ALPHAS (u-muP's Table 3 hyperparameters, `--umup-alpha-*`, each
+            the `mult` of the package function it is passed to here).
   gradient  the package scales its backward pass apart from the forward, by constants per tensor
             (docs/width.md, "u-muP"): every gradient `normlab score --grad-out` writes must be
             parallel to the package's (1 - cosine < 1e-12), its norm ratio recorded, not compared.
@@ -47,6 +49,8 @@ COSINE_TOLERANCE = 1e-12         # float64 gradients, up to a constant per tenso
 LR, LR_TINY = 1e-2, 1e-30
 LR_TOLERANCE = 1e-3              # as check_mup.py: float32 resolves lr_i to ~1e-6 relative
 INIT_WIDTH, INIT_VOCAB, INIT_Z = 128, 1000, 6.0
+DEFAULT_ALPHAS = {"ffn-act": 1.0, "attn-softmax": 1.0, "res": 1.0, "res-attn-ratio": 1.0, "loss-softmax": 1.0}
+ALPHAS = {"ffn-act": 1.7, "attn-softmax": 0.6, "res": 1.4, "res-attn-ratio": 0.7, "loss-softmax": 2.3}
 MODEL = ["--model-kind", "decoder-only", "--scheme", "pre-ln", "--form", "gpt2", "--share", "none",
          "--parametrisation", "u-mup", "--heads", HEADS, "--layers", LAYERS, "--max-positions", POSITIONS,
          "--dropout", 0]
@@ -64,9 +68,10 @@ def parse_args():
 # --------------------------------------------------------------------------- the package's model
 
 class Attention(nn.Module):
-    def __init__(self, width, heads):
+    def __init__(self, width, heads, alphas):
         super().__init__()
         self.heads = heads
+        self.mult = alphas["attn-softmax"]
         for name in ("q_proj", "k_proj", "v_proj", "out_proj"):
             setattr(self, name, uu.Linear(width, width, bias=True))
 
@@ -77,16 +82,17 @@ class Attention(nn.Module):
             return t.view(batch, length, self.heads, width // self.heads).transpose(1, 2)
 
         q, k, v = (heads(p(x)) for p in (self.q_proj, self.k_proj, self.v_proj))
-        context = U.scaled_dot_product_attention(q, k, v, is_causal=True)
+        context = U.scaled_dot_product_attention(q, k, v, is_causal=True, mult=self.mult)
         return self.out_proj(context.transpose(1, 2).reshape(batch, length, width))
 
 
 class Layer(nn.Module):
-    def __init__(self, width, ffn, heads, index, layers):
+    def __init__(self, width, ffn, heads, index, layers, alphas):
         super().__init__()
-        rule = transformer_residual_scaling_rule()  # u-muP's Appendix G, residual_mult = attn_ratio = 1
+        rule = transformer_residual_scaling_rule(alphas["res"], alphas["res-attn-ratio"])  # u-muP's Appendix G
         self.attn_tau, self.ffn_tau = rule(2 * index, 2 * layers), rule(2 * index + 1, 2 * layers)
-        self.self_attn = Attention(width, heads)
+        self.ffn_act = alphas["ffn-act"]
+        self.self_attn = Attention(width, heads, alphas)
         self.self_attn_layer_norm = uu.LayerNorm(width, elementwise_affine=True)
         self.fc1 = uu.Linear(width, ffn, bias=True)
         self.fc2 = uu.Linear(ffn, width, bias=True)
@@ -96,16 +102,16 @@ class Layer(nn.Module):
         residual, skip = U.residual_split(x, tau=self.attn_tau)
         x = U.residual_add(self.self_attn(self.self_attn_layer_norm(residual)), skip, tau=self.attn_tau)
         residual, skip = U.residual_split(x, tau=self.ffn_tau)
-        h = U.gelu(self.fc1(self.final_layer_norm(residual)), approximate="tanh")
+        h = U.gelu(self.fc1(self.final_layer_norm(residual)), mult=self.ffn_act, approximate="tanh")
         return U.residual_add(self.fc2(h), skip, tau=self.ffn_tau)
 
 
 class Decoder(nn.Module):
-    def __init__(self, vocab, width, ffn, heads, layers, positions):
+    def __init__(self, vocab, width, ffn, heads, layers, positions, alphas):
         super().__init__()
         self.embed_tokens = uu.Embedding(vocab, width)
         self.embed_positions = uu.Embedding(positions, width)
-        self.layers = uu.DepthModuleList([Layer(width, ffn, heads, i, layers) for i in range(layers)])
+        self.layers = uu.DepthModuleList([Layer(width, ffn, heads, i, layers, alphas) for i in range(layers)])
         self.layer_norm = uu.LayerNorm(width, elementwise_affine=True)
         self.output_projection = uu.LinearReadout(width, vocab)
 
@@ -123,8 +129,13 @@ class PackageModel(nn.Module):
         self.decoder = Decoder(**sizes)
 
 
-def package_model(width, vocab=VOCAB, ffn=FFN):
-    return PackageModel(vocab=vocab, width=width, ffn=ffn, heads=HEADS, layers=LAYERS, positions=POSITIONS)
+def package_model(width, vocab=VOCAB, ffn=FFN, alphas=None):
+    return PackageModel(vocab=vocab, width=width, ffn=ffn, heads=HEADS, layers=LAYERS, positions=POSITIONS,
+                        alphas=alphas or DEFAULT_ALPHAS)
+
+
+def alpha_options(alphas):
+    return [item for name, value in alphas.items() for item in (f"--umup-alpha-{name}", value)]
 
 
 # ---------------------------------------------------------------------------------- the checks
@@ -135,11 +146,22 @@ def token_lines():
 
 
 def check_forward(args):
-    """(failures, lines): loss and gradient directions of normlab's initial model."""
-    work = args.workdir
+    """(failures, lines): check_forward_at the default alphas and at ALPHAS."""
+    failures, lines = [], []
+    for tag, alphas in (("default", DEFAULT_ALPHAS), ("alphas", ALPHAS)):
+        f, out = check_forward_at(args, tag, alphas)
+        failures += f
+        lines += [f"{tag} {line}" for line in out]
+    return failures, lines
+
+
+def check_forward_at(args, tag, alphas):
+    """(failures, lines): loss and gradient directions of normlab's initial model with `alphas`."""
+    work = args.workdir / tag
+    work.mkdir(parents=True, exist_ok=True)
     checkpoint, weights, grads_path = work / "model.ckpt", work / "weights.pt", work / "grads.pt"
-    run_normlab(args.normlab, "init", *MODEL, "--d-model", WIDTH, "--ffn-dim", FFN, "--vocab-size", VOCAB,
-                "--seed", 7, "--dtype", "float64", "--out", checkpoint)
+    run_normlab(args.normlab, "init", *MODEL, *alpha_options(alphas), "--d-model", WIDTH, "--ffn-dim", FFN,
+                "--vocab-size", VOCAB, "--seed", 7, "--dtype", "float64", "--out", checkpoint)
     run_normlab(args.normlab, "export", "--checkpoint", checkpoint, "--out", weights)
     lines = token_lines()
     (work / "tgt.ids").write_text("".join(" ".join(map(str, ids)) + "\n" for ids in lines))
@@ -148,12 +170,12 @@ def check_forward(args):
     state, config = load_weights(weights)
     if config["model"].get("parametrisation") != "u-mup":
         return [f"weights.json says parametrisation {config['model'].get('parametrisation')!r}, not u-mup"], []
-    model = package_model(WIDTH).double()
+    model = package_model(WIDTH, alphas=alphas).double()
     model.load_state_dict(state, strict=True)
     special = config["special_tokens"]
     _, prev_output_tokens, target = make_batch([[] for _ in lines], lines, special["pad"], special["eos"])
     logits = model.decoder(prev_output_tokens)
-    loss = U.cross_entropy(logits.flatten(0, 1), target.flatten(), reduction="sum")
+    loss = U.cross_entropy(logits.flatten(0, 1), target.flatten(), reduction="sum", mult=alphas["loss-softmax"])
     loss.backward()
     failures = []
     error = abs(score["loss"] - loss.item()) / loss.item()
