@@ -12,6 +12,7 @@
 #include "train/checkpoint_names.h"
 #include "train/corpus_loss.h"
 #include "train/records.h"
+#include "train/run_setup.h"
 #include "train/trainer_impl.h"
 
 namespace normlab::train {
@@ -229,8 +230,13 @@ void check(const TrainConfig& config, const TrainCallbacks& callbacks, const tor
 
 TrainResult train(const TrainConfig& config, TrainCallbacks callbacks, const torch::Device& device,
                   core::ProcessGroup& group) {
-  check(config, callbacks, device, group);
-  return detail::Trainer(config, std::move(callbacks), device, group).run();
+  // --init-from: the model is the checkpoint's (grown), and the options are checked against it
+  // (a decoder-only checkpoint's --block-size, an optimiser its parametrisation refuses).
+  core::throw_if_problems(config.init_from.problems());  // the options before the file
+  TrainConfig resolved = config;
+  auto base = load_init_from(resolved);
+  check(resolved, callbacks, device, group);
+  return detail::Trainer(resolved, std::move(base), std::move(callbacks), device, group).run();
 }
 
 }  // namespace normlab::train

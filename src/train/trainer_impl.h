@@ -24,8 +24,10 @@ using BatchOrder = std::vector<std::vector<int64_t>>;
 
 class Trainer {
  public:
-  Trainer(const TrainConfig& config, TrainCallbacks callbacks, const torch::Device& device, core::ProcessGroup& group)
-      : c_(config), callbacks_(std::move(callbacks)), device_(device), dp_(group) {}
+  // `base`: the --init-from checkpoint, whose (grown) model `config` already holds (load_init_from).
+  Trainer(const TrainConfig& config, std::optional<model::LoadedModel> base, TrainCallbacks callbacks,
+          const torch::Device& device, core::ProcessGroup& group)
+      : c_(config), callbacks_(std::move(callbacks)), device_(device), dp_(group), base_(std::move(base)) {}
   TrainResult run();
 
  private:

@@ -15,7 +15,6 @@ namespace normlab::train::detail {
 // The folder, its lock and configuration, and where a resumed run is. A run that reached its
 // limits changes nothing when started again with them, train.log included.
 bool Trainer::open_run() {
-  base_ = load_init_from(c_);
   dir_.emplace(c_.out, dp_.writer());
   config_json_ = c_;
   each([&](TrainCallback& cb) { cb.add_settings(config_json_); });

@@ -4,7 +4,10 @@ a trained model with DT-Fixup, the trained parameters frozen (--pretrained-lr-sc
 with torch.load, bit-identical to the checkpoint they came from) while the added ones train; the
 vocabulary carried over; --max-pairs; the init_from event; resuming the grown run, and refusing
 a changed --add-encoder-layers; DT-Fixup refused on a Pre-LN checkpoint; the added layers without
-norms (recorded in config.json), and layers with norms refused on top of them."""
+norms (recorded in config.json), and layers with norms refused on top of them. A decoder-only
+language model (val.en as running text) grows its one stack the same way (issue 35): frozen
+trained layers, added layers that train, the single-stack DT-Fixup divisor sqrt(N (4 mu^2 + 2 mu + 2))
+in its event, and --add-encoder-layers refused on it."""
 import json
 import os
 import subprocess
@@ -90,7 +93,54 @@ def main():
     lines = r.stderr.strip().splitlines()
     check(r.returncode == 2 and len(lines) == 1 and "only --init dt-fixup adds more" in lines[0],
           f"dt-fixup-postln on norm-free layers: {r.stderr}")
+    check_decoder_only(args, prefix, w, check)
     return check.finish()
+
+
+def check_decoder_only(args, prefix, w, check):
+    """A decoder-only checkpoint grows its decoder through `train --init-from` (issue 35)."""
+    text = prefix + ".en.gz"
+    lm = ["--train", text, "--valid", text, "--block-size", "32", "--max-tokens", "400", "--threads", "1",
+          "--device", "cpu"]
+
+    def train(*extra):
+        return subprocess.run([args.normlab, "train", *lm, *extra], capture_output=True, text=True, timeout=120)
+
+    r = train("--model-kind", "decoder-only", "--scheme", "post-ln", "--vocab-size", "300", "--d-model", "16",
+              "--ffn-dim", "32", "--heads", "2", "--layers", "2", "--max-steps", "4", "--warmup-steps", "2",
+              "--out", w("lm"))
+    check(r.returncode == 0, f"decoder-only base: {r.stderr[-500:]}")
+    if r.returncode != 0:
+        return
+    base = w("lm/checkpoints/checkpoint_last.pt")
+    grow = ["--init-from", base, "--add-decoder-layers", "2", "--init", "dt-fixup", "--pretrained-lr-scale", "0",
+            "--warmup-steps", "0", "--lr", "1e-3"]
+    runs = {steps: train(*grow, "--max-steps", str(steps), "--out", w(f"lm-grown{steps}")) for steps in (1, 3)}
+    for steps, r in runs.items():
+        check(r.returncode == 0, f"decoder-only grown ({steps} updates): {r.stderr[-500:]}")
+    if any(r.returncode != 0 for r in runs.values()):
+        return
+    before = torch.load(base)
+    one, after = (torch.load(w(f"lm-grown{s}/checkpoints/checkpoint_last.pt")) for s in (1, 3))
+    trained = [k for k, v in before.items() if isinstance(v, torch.Tensor) and k.startswith("decoder.")]
+    check(len(trained) > 20 and all(torch.equal(before[k], after[k]) for k in trained),
+          f"decoder-only: a frozen trained parameter changed (of {len(trained)})")
+    added = [k for k in after if k.startswith(("decoder.layers.2.", "decoder.layers.3."))]
+    moved = [k for k in added if k.endswith("fc1.weight") and not torch.equal(one[k], after[k])]
+    check(len(added) > 10 and len(moved) == 2, f"decoder-only: added {len(added)}, fc1 moved {moved}")
+    check(not any(k.startswith("encoder.") for k in after), "decoder-only: the grown model has an encoder")
+    model = json.load(open(w("lm-grown3/config.json")))["model"]
+    check(model["kind"] == "decoder-only" and model["decoder_layers"] == 4 and
+          model.get("norm_free_decoder_layers") == 2, f"decoder-only config.json model: {model}")
+    events = [json.loads(l) for l in open(w("lm-grown3/metrics.jsonl")) if '"init_from"' in l]
+    e = events[0] if len(events) == 1 else {}
+    mu = e.get("mu_decoder", 0)
+    check(e.get("add_decoder_layers") == 2 and mu > 0 and
+          abs(e["divisor_decoder"] - (2 * (4 * mu * mu + 2 * mu + 2)) ** 0.5) < 1e-9 * e["divisor_decoder"],
+          f"decoder-only init_from event: {events}")
+    r = train("--init-from", base, "--add-encoder-layers", "1", "--max-steps", "1", "--out", w("lm-encoder"))
+    lines = r.stderr.strip().splitlines()
+    check(r.returncode == 2 and len(lines) == 1 and "encoder" in lines[0], f"--add-encoder-layers on decoder-only: {r.stderr}")
 
 
 if __name__ == "__main__":
