@@ -72,16 +72,15 @@ constexpr uint64_t kStartSeed = 20240613;               // the first measurement
 
 class AutoWarmup final : public train::TrainCallback {
  public:
-  explicit AutoWarmup(const train::TrainConfig& config)
-      : settings_(config.schedule.auto_warmup), optimizer_(config.optimizer), model_(config.model),
-        pretrained_lr_scale_(config.init_from.pretrained_lr_scale) {}
+  explicit AutoWarmup(const train::TrainConfig& config) : settings_(config.schedule.auto_warmup) {}
 
   // The rule needs one rate for every parameter and the optimiser's stability threshold.
-  std::vector<std::string> problems(const core::ProcessGroup&) const override {
+  std::vector<std::string> problems(const train::TrainConfig& config, const core::ProcessGroup&) const override {
     std::vector<std::string> out;
-    if (const auto problem = curvature_problem(optimizer_)) out.push_back("--warmup auto: " + *problem);
-    if (pretrained_lr_scale_ != 1.0) out.push_back("--warmup auto measures one rate for every parameter: not with --pretrained-lr-scale");
-    if (auto p = model::one_rate_problem(model_, "--warmup auto")) out.push_back(*p);
+    if (const auto problem = curvature_problem(config.optimizer)) out.push_back("--warmup auto: " + *problem);
+    if (config.init_from.pretrained_lr_scale != 1.0)
+      out.push_back("--warmup auto measures one rate for every parameter: not with --pretrained-lr-scale");
+    if (auto p = model::one_rate_problem(config.model, "--warmup auto")) out.push_back(*p);
     return out;
   }
 
@@ -182,9 +181,6 @@ class AutoWarmup final : public train::TrainCallback {
   }
 
   train::AutoWarmupSettings settings_;
-  train::OptimizerConfig optimizer_;
-  model::ModelConfig model_;
-  double pretrained_lr_scale_ = 1.0;
   const train::RunContext* run_ = nullptr;
   double constant_ = 0;
   bool preconditioned_ = false;

@@ -249,7 +249,7 @@ class CurvatureCallback final : public train::TrainCallback {
  public:
   CurvatureCallback(train::CurvatureConfig config, train::OptimizerConfig optimizer, train::LossOptions loss)
       : config_(std::move(config)), optimizer_(std::move(optimizer)), loss_(loss) {}
-  std::vector<std::string> problems(const core::ProcessGroup&) const override {
+  std::vector<std::string> problems(const train::TrainConfig&, const core::ProcessGroup&) const override {
     if (const auto problem = curvature_problem(optimizer_)) return {*problem};
     return {};
   }

@@ -91,7 +91,7 @@ namespace {
 
 class LogitTraceCallback final : public train::TrainCallback {
  public:
-  std::vector<std::string> problems(const core::ProcessGroup& group) const override {
+  std::vector<std::string> problems(const train::TrainConfig&, const core::ProcessGroup& group) const override {
     if (group.size() == 1) return {};
     return {"--trace-logits traces one process's batches: run it without a launcher (here WORLD_SIZE=" +
             std::to_string(group.size()) + ")"};

@@ -207,7 +207,7 @@ namespace {
 class TraceCallback final : public train::TrainCallback {
  public:
   explicit TraceCallback(train::TraceConfig config) : config_(std::move(config)) {}
-  std::vector<std::string> problems(const core::ProcessGroup& group) const override {
+  std::vector<std::string> problems(const train::TrainConfig&, const core::ProcessGroup& group) const override {
     if (group.size() == 1) return {};
     return {"--trace-steps traces one process's steps: run it without a launcher (here WORLD_SIZE=" +
             std::to_string(group.size()) + ")"};

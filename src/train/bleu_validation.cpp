@@ -6,7 +6,7 @@
 
 namespace normlab::train {
 
-std::vector<std::string> BleuValidation::problems(const core::ProcessGroup&) const {
+std::vector<std::string> BleuValidation::problems(const TrainConfig&, const core::ProcessGroup&) const {
   return on_ ? validator_.problems() : std::vector<std::string>{};
 }
 

@@ -12,7 +12,7 @@ class BleuValidation final : public TrainCallback {
  public:
   // `validator` outlives the run; `eval_bleu`: --eval-bleu (else only its settings are recorded).
   BleuValidation(BleuValidator& validator, bool eval_bleu) : validator_(validator), on_(eval_bleu) {}
-  std::vector<std::string> problems(const core::ProcessGroup& group) const override;
+  std::vector<std::string> problems(const TrainConfig& config, const core::ProcessGroup& group) const override;
   void add_settings(nlohmann::json& config) const override;
   void train_begins(const RunContext& run) override;
   void validation_done(nlohmann::json& record) override;

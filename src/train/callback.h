@@ -65,7 +65,10 @@ class TrainCallback {
  public:
   virtual ~TrainCallback() = default;
   // Problems with the run's options for this instrument, naming the option (with TrainConfig::problems()).
-  virtual std::vector<std::string> problems(const core::ProcessGroup& /*group*/) const { return {}; }
+  // `config` as resolved: with --init-from, the checkpoint's model as grown.
+  virtual std::vector<std::string> problems(const TrainConfig& /*config*/, const core::ProcessGroup& /*group*/) const {
+    return {};
+  }
   // Its settings, into config.json (before a resumed run is compared with its checkpoint).
   virtual void add_settings(nlohmann::json& /*config*/) const {}
   // The run is set up (model, optimiser, data; a resumed run's state in run.saved), before its first update.

@@ -221,7 +221,7 @@ void check(const TrainConfig& config, const TrainCallbacks& callbacks, const tor
            const core::ProcessGroup& group) {
   auto problems = config.problems();
   for (const auto& cb : callbacks)
-    for (auto& p : cb->problems(group)) problems.push_back(p);
+    for (auto& p : cb->problems(config, group)) problems.push_back(p);
   for (auto& p : model::precision_problems(config.precision, device)) problems.push_back(p);
   core::throw_if_problems(problems);
 }

@@ -7,7 +7,8 @@ a changed --add-encoder-layers; DT-Fixup refused on a Pre-LN checkpoint; the add
 norms (recorded in config.json), and layers with norms refused on top of them. A decoder-only
 language model (val.en as running text) grows its one stack the same way (issue 35): frozen
 trained layers, added layers that train, the single-stack DT-Fixup divisor sqrt(N (4 mu^2 + 2 mu + 2))
-in its event, and --add-encoder-layers refused on it."""
+in its event, and --add-encoder-layers refused on it; a u-mup checkpoint's refusals (sgd, --warmup
+auto) apply to the run that starts from it."""
 import json
 import os
 import subprocess
@@ -141,6 +142,18 @@ def check_decoder_only(args, prefix, w, check):
     r = train("--init-from", base, "--add-encoder-layers", "1", "--max-steps", "1", "--out", w("lm-encoder"))
     lines = r.stderr.strip().splitlines()
     check(r.returncode == 2 and len(lines) == 1 and "encoder" in lines[0], f"--add-encoder-layers on decoder-only: {r.stderr}")
+    # The options are checked against the checkpoint's parametrisation, the instruments' too.
+    r = train("--model-kind", "decoder-only", "--scheme", "pre-ln", "--form", "gpt2", "--share", "none", "--dropout", "0",
+              "--parametrisation", "u-mup", "--vocab-size", "300", "--d-model", "16", "--ffn-dim", "32", "--heads", "2",
+              "--layers", "1", "--optimizer", "adam", "--max-steps", "1", "--warmup-steps", "0", "--out", w("lm-umup"))
+    check(r.returncode == 0, f"u-mup base: {r.stderr[-500:]}")
+    umup = w("lm-umup/checkpoints/checkpoint_last.pt")
+    for extra, want in ((["--optimizer", "sgd"], "--parametrisation u-mup: --optimizer sgd has no u-muP rule here"),
+                        (["--optimizer", "adam", "--warmup", "auto", "--lr-schedule", "constant", "--warmup-steps", "0"],
+                         "--warmup auto measures one lr for every parameter: not with --parametrisation u-mup")):
+        r = train("--init-from", umup, *extra, "--max-steps", "2", "--out", w("lm-umup-more"))
+        lines = r.stderr.strip().splitlines()
+        check(r.returncode == 2 and len(lines) == 1 and want in lines[0], f"--init-from u-mup with {extra}: {r.stderr}")
 
 
 if __name__ == "__main__":
