@@ -71,6 +71,22 @@ def analyse(cells):
     return table, lrs, best
 
 
+def write_results(out, stem, text, rows, fields):
+    """OUT/STEM.md (the markdown text) and OUT/STEM.csv (rows, columns `fields`), each written to a
+    temporary file and renamed into place."""
+    for name, write in ((stem + ".md", lambda f: f.write(text)), (stem + ".csv", lambda f: write_csv(f, rows, fields))):
+        tmp = os.path.join(out, name + ".tmp")
+        with open(tmp, "w", newline="") as f:
+            write(f)
+        os.replace(tmp, os.path.join(out, name))
+
+
+def write_csv(f, rows, fields):
+    writer = csv.DictWriter(f, fieldnames=fields)
+    writer.writeheader()
+    writer.writerows(rows)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("dir", help="the `normlab run recipes/lr_transfer_width.toml` folder")
@@ -131,16 +147,7 @@ def main():
                          "shift_nowarm": "" if best[(p, s, False)][1] is None else best[(p, s, False)][1],
                          "loss_warm_at_best": with_, "loss_nowarm_at_best": without, "warmup_cost_at_best": cost})
     text = "\n".join(md) + "\n"
-    tmp = os.path.join(args.dir, "lr_transfer.md.tmp")
-    with open(tmp, "w") as f:
-        f.write(text)
-    os.replace(tmp, os.path.join(args.dir, "lr_transfer.md"))
-    tmp = os.path.join(args.dir, "lr_transfer.csv.tmp")
-    with open(tmp, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0].keys()) if rows else ["parametrisation"])
-        w.writeheader()
-        w.writerows(rows)
-    os.replace(tmp, os.path.join(args.dir, "lr_transfer.csv"))
+    write_results(args.dir, "lr_transfer", text, rows, list(rows[0].keys()) if rows else ["parametrisation"])
     print(text, end="")
     return 0
 

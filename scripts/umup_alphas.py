@@ -20,7 +20,7 @@ import sys
 from collections import defaultdict
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lr_transfer import last_valid_loss  # noqa: E402
+from lr_transfer import last_valid_loss, write_results  # noqa: E402
 
 NEAR = 0.05  # nats
 PREFIX = "umup-alpha-"
@@ -90,20 +90,9 @@ def main():
     md += ["", f"Defaults near-optimal (gain <= {NEAR}) in {near} of {len(rows)} (alpha, width) pairs; "
            f"best value within one grid step across the widths for {moved} of {len(shifts)} alphas."]
     text = "\n".join(md) + "\n"
-    for name, write in (("umup_alphas.md", lambda f: f.write(text)),
-                        ("umup_alphas.csv", lambda f: write_csv(f, rows))):
-        tmp = os.path.join(args.dir, name + ".tmp")
-        with open(tmp, "w", newline="") as f:
-            write(f)
-        os.replace(tmp, os.path.join(args.dir, name))
-    print(text, end="")
-
-
-def write_csv(f, rows):
     fields = sorted({k for r in rows for k in r}, key=lambda k: (k.startswith("loss_at_"), k))
-    writer = csv.DictWriter(f, fieldnames=fields)
-    writer.writeheader()
-    writer.writerows(rows)
+    write_results(args.dir, "umup_alphas", text, rows, fields)
+    print(text, end="")
 
 
 if __name__ == "__main__":
