@@ -17,7 +17,7 @@
 #include "model/model.h"
 #include "report/plots.h"
 #include "train/criterion.h"
-#include "train/mup_lr.h"
+#include "train/width_lr.h"
 
 namespace normlab::analysis {
 namespace {
@@ -76,7 +76,7 @@ void run_model(const CoordCheckConfig& c, const model::ModelConfig& m, uint64_t 
   train::OptimizerConfig oc;
   oc.kind = c.optimizer;
   train::Optimizer optimizer(named, oc);
-  optimizer.set_lr_scales(train::mup_lr_scales(m, oc, named));
+  optimizer.set_lr_scales(train::width_lr_scales(m, oc, named));
   Sums step;
   observe(net, step);
   for (int64_t t = 0; t < c.steps; ++t) {
@@ -119,7 +119,7 @@ std::vector<std::string> CoordCheckConfig::problems() const {
     for (auto p : parametrisations) {
       train::OptimizerConfig oc;
       oc.kind = optimizer;
-      for (auto& q : train::mup_optimizer_problems(width_config(*this, p, widths.front()), oc)) out.push_back(q);
+      for (auto& q : train::width_optimizer_problems(width_config(*this, p, widths.front()), oc)) out.push_back(q);
       for (auto w : widths)
         for (auto& q : width_config(*this, p, w).problems()) out.push_back("width " + std::to_string(w) + ": " + q);
     }

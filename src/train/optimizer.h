@@ -181,7 +181,7 @@ class Optimizer {
   // a negative or non-finite multiplier. Not part of state(): it comes from the configuration.
   void set_lr_scales(std::vector<double> scales);
   // Per-parameter multipliers of --weight-decay, parallel to parameters() (torch.optim's
-  // parameter groups with their own weight_decay: muP's, train/mup_lr.h). Default all 1. Throws
+  // parameter groups with their own weight_decay: muP's, train/width_lr.h). Default all 1. Throws
   // std::invalid_argument for a wrong size, a negative or non-finite multiplier, or one other
   // than 1 for an optimiser that has no per-parameter weight decay (adam, adamw and sgd have).
   void set_weight_decay_scales(std::vector<double> scales);

@@ -86,7 +86,7 @@ class OptimizerAlgorithm {
   const OptimizerConfig& config() const { return config_; }
 
   // (f) Per-parameter multipliers of --weight-decay, parallel to the parameters (muP's: the
-  // `mup` package rescales each parameter group's weight_decay beside its lr, train/mup_lr.h);
+  // `mup` package rescales each parameter group's weight_decay beside its lr, train/width_lr.h);
   // empty: all 1. Only an optimiser whose scales_weight_decay() is true reads them (the facade
   // refuses others any multiplier but 1).
   void set_weight_decay_scales(std::vector<double> scales) { weight_decay_scales_ = std::move(scales); }

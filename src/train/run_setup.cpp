@@ -12,7 +12,7 @@
 #include "data/batching.h"
 #include "data/cache.h"
 #include "train/checkpoint_names.h"
-#include "train/mup_lr.h"
+#include "train/width_lr.h"
 #include "model/encoder_only.h"
 #include "model/model.h"
 #include "model/seq2seq.h"
@@ -146,7 +146,7 @@ std::vector<double> parameter_lr_scales(const TrainConfig& c, const model::Model
   auto trained = c.model;
   trained.encoder_layers -= c.init_from.added.encoder;
   trained.decoder_layers -= c.init_from.added.decoder;
-  auto scales = mup_lr_scales(model, c.optimizer, named);
+  auto scales = width_lr_scales(model, c.optimizer, named);
   for (size_t i = 0; i < named.size(); ++i) {
     const auto& name = named[i].first;
     const bool new_head = c.init_from.classes > 0 && model::is_classification_head_parameter(name);

@@ -48,7 +48,7 @@ nlohmann::json job_fingerprint(const nlohmann::json& config_json, const Corpus& 
                                const std::string& vocab_bytes, int64_t resume_update);
 
 // The lr multiplier of each of `named`, parameters of `model`: --pretrained-lr-scale's (1 for the
-// added layers' parameters) times muP's (train/mup_lr.h; 1 under sp).
+// added layers' parameters) times muP's (train/width_lr.h; 1 under sp).
 std::vector<double> parameter_lr_scales(const TrainConfig& c, const model::ModelConfig& model,
                                         const NamedTensors& named);
 

@@ -2,7 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "train/mup_lr.h"
+#include "train/width_lr.h"
 #include "train/train_options.h"
 #include "model/width.h"
 
@@ -110,7 +110,7 @@ std::vector<std::string> TrainConfig::problems() const {
     out.push_back("--curvature-every measures one lr for every parameter: not with --pretrained-lr-scale");
   if (curvature.every > 0)
     if (auto p = model::one_rate_problem(model, "--curvature-every")) out.push_back(*p);
-  for (auto& p : mup_optimizer_problems(model, optimizer)) out.push_back(p);
+  for (auto& p : width_optimizer_problems(model, optimizer)) out.push_back(p);
   return out;
 }
 

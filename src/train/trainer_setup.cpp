@@ -4,7 +4,7 @@
 #include <torch/torch.h>
 
 #include "core/same_job.h"
-#include "train/mup_lr.h"
+#include "train/width_lr.h"
 #include "train/progress.h"
 #include "train/records.h"
 #include "train/run_setup.h"
@@ -108,7 +108,7 @@ void Trainer::make_optimizer() {
   if (c_.init_from.pretrained_lr_scale != 1.0 || model.parametrisation != model::Parametrisation::kSp)
     optimizer_->set_lr_scales(parameter_lr_scales(c_, model, named));
   if (model.parametrisation != model::Parametrisation::kSp)
-    optimizer_->set_weight_decay_scales(mup_weight_decay_scales(model, c_.optimizer, named));
+    optimizer_->set_weight_decay_scales(width_weight_decay_scales(model, c_.optimizer, named));
   auto scaler = c_.precision == model::Precision::kFp16
                     ? make_loss_scaler(c_.loss_scaler, dp_.ranks(), c_.update_freq)
                     : nullptr;

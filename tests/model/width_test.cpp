@@ -1,4 +1,4 @@
-// muP (model/width.h, train/mup_lr.h; docs/width.md): config files, the base width as sp, the
+// muP (model/width.h, train/width_lr.h; docs/width.md): config files, the base width as sp, the
 // rescaled init, the multipliers and the per-parameter lr of mup's MuAdam and MuSGD.
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 #include "model/model.h"
 #include "model/width.h"
 #include "train/criterion.h"
-#include "train/mup_lr.h"
+#include "train/width_lr.h"
 
 using namespace normlab;
 using model::ModelConfig;
@@ -128,7 +128,7 @@ TEST(Width, LrScalesAreMuAdamsAndMuSgds) {
   for (const auto& p : net->named_parameters()) named.emplace_back(p.key(), p.value());
   train::OptimizerConfig adam, sgd;
   sgd.kind = train::OptimizerKind::kSgd;
-  const auto a = train::mup_lr_scales(c, adam, named), s = train::mup_lr_scales(c, sgd, named);
+  const auto a = train::width_lr_scales(c, adam, named), s = train::width_lr_scales(c, sgd, named);
   std::map<std::string, std::pair<double, double>> expected = {
       {"encoder.layers.0.self_attn.q_proj.weight", {0.25, 1.0}},
       {"decoder.layers.1.fc2.weight", {0.25, 1.0}},
@@ -143,7 +143,7 @@ TEST(Width, LrScalesAreMuAdamsAndMuSgds) {
     EXPECT_DOUBLE_EQ(s[i], it->second.second) << named[i].first;
   }
   // Weight decay: each parameter's multiplier the inverse of its lr multiplier (mup/optim.py).
-  const auto a_wd = train::mup_weight_decay_scales(c, adam, named), s_wd = train::mup_weight_decay_scales(c, sgd, named);
+  const auto a_wd = train::width_weight_decay_scales(c, adam, named), s_wd = train::width_weight_decay_scales(c, sgd, named);
   for (size_t i = 0; i < named.size(); ++i) {
     const auto it = expected.find(named[i].first);
     if (it == expected.end()) continue;
@@ -152,10 +152,10 @@ TEST(Width, LrScalesAreMuAdamsAndMuSgds) {
   }
   train::OptimizerConfig wd;
   wd.weight_decay = 0.01;
-  EXPECT_TRUE(train::mup_optimizer_problems(c, wd).empty());
+  EXPECT_TRUE(train::width_optimizer_problems(c, wd).empty());
   train::OptimizerConfig lion;
   lion.kind = train::OptimizerKind::kLion;
-  EXPECT_EQ(train::mup_optimizer_problems(c, lion).size(), 1u);
+  EXPECT_EQ(train::width_optimizer_problems(c, lion).size(), 1u);
 }
 
 // Asking for the base shapes draws no random number.

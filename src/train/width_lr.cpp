@@ -1,4 +1,4 @@
-#include "train/mup_lr.h"
+#include "train/width_lr.h"
 
 #include "core/problems.h"
 #include "model/unit_scaling.h"
@@ -14,7 +14,7 @@ bool adam_like(OptimizerKind kind) { return kind == OptimizerKind::kAdam || kind
 
 }  // namespace
 
-std::vector<std::string> mup_optimizer_problems(const model::ModelConfig& model, const OptimizerConfig& optimizer) {
+std::vector<std::string> width_optimizer_problems(const model::ModelConfig& model, const OptimizerConfig& optimizer) {
   std::vector<std::string> out;
   if (model::unit_scaled(model) && !adam_like(optimizer.kind))
     out.push_back("--parametrisation u-mup: --optimizer " + to_string(optimizer.kind) +
@@ -27,17 +27,17 @@ std::vector<std::string> mup_optimizer_problems(const model::ModelConfig& model,
   return out;
 }
 
-std::vector<double> mup_lr_scales(const model::ModelConfig& model, const OptimizerConfig& optimizer,
+std::vector<double> width_lr_scales(const model::ModelConfig& model, const OptimizerConfig& optimizer,
                                   const NamedTensors& named) {
   std::vector<double> scales(named.size(), 1.0);
   if (model::unit_scaled(model)) {
-    core::throw_if_problems(mup_optimizer_problems(model, optimizer));
+    core::throw_if_problems(width_optimizer_problems(model, optimizer));
     for (size_t i = 0; i < named.size(); ++i)
       scales[i] = model::unit_adam_lr_scale(model, named[i].first, named[i].second.sizes().vec());
     return scales;
   }
   if (!mup(model)) return scales;
-  core::throw_if_problems(mup_optimizer_problems(model, optimizer));
+  core::throw_if_problems(width_optimizer_problems(model, optimizer));
   const auto base = model::base_shapes(model);
   const double m = model::width_mult(model);
   for (size_t i = 0; i < named.size(); ++i) {
@@ -51,9 +51,9 @@ std::vector<double> mup_lr_scales(const model::ModelConfig& model, const Optimiz
   return scales;
 }
 
-std::vector<double> mup_weight_decay_scales(const model::ModelConfig& model, const OptimizerConfig& optimizer,
+std::vector<double> width_weight_decay_scales(const model::ModelConfig& model, const OptimizerConfig& optimizer,
                                             const NamedTensors& named) {
-  auto scales = mup_lr_scales(model, optimizer, named);
+  auto scales = width_lr_scales(model, optimizer, named);
   for (auto& s : scales) s = 1.0 / s;
   return scales;
 }
