@@ -1,10 +1,10 @@
 #include "model_options.h"
 
 #include <algorithm>
-#include <tuple>
 
 #include "core/tokens.h"
 #include "model/model.h"
+#include "model/unit_scaling.h"
 
 namespace normlab::app {
 
@@ -73,17 +73,9 @@ void ModelOptions::add_to(CLI::App& cmd, bool vocab_options) {
                  "--parametrisation mup: the base width C0 at which mup is sp (m = C / C0)")
       ->group(g);
   // u-muP's hyperparameters (Blake et al. 2024, Table 3), each the mult of a unit_scaling function.
-  for (auto [name, field, what] :
-       {std::tuple{"--umup-alpha-ffn-act", &sizes_.umup.ffn_act, "the FFN activation's mult: gelu(a x) / a (U.gelu)"},
-        std::tuple{"--umup-alpha-attn-softmax", &sizes_.umup.attn_softmax,
-                   "the attention softmax's mult: softmax(a q.k / D) (U.scaled_dot_product_attention)"},
-        std::tuple{"--umup-alpha-res", &sizes_.umup.residual,
-                   "the residual branches' contribution relative to the embedding (residual_mult)"},
-        std::tuple{"--umup-alpha-res-attn-ratio", &sizes_.umup.residual_attn_ratio,
-                   "the attention branches' contribution relative to the FFN's (residual_attn_ratio)"},
-        std::tuple{"--umup-alpha-loss-softmax", &sizes_.umup.loss_softmax,
-                   "the loss softmax's mult on the logits (U.cross_entropy)"}})
-    cmd.add_option(name, *field, std::string("--parametrisation u-mup: ") + what + "; default 1")->group(g);
+  for (const auto& f : model::umup_alpha_fields())
+    cmd.add_option(f.option, sizes_.umup.*f.member, std::string("--parametrisation u-mup: ") + f.help + "; default 1")
+        ->group(g);
   d_model_ = cmd.add_option("--d-model", sizes_.d_model, "model dimension C")->group(g);
   ffn_dim_ = cmd.add_option("--ffn-dim", sizes_.ffn_dim, "FFN dimension")->group(g);
   heads_ = cmd.add_option("--heads", sizes_.heads, "attention heads")->group(g);

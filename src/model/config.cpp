@@ -496,11 +496,7 @@ void to_json(nlohmann::json& j, const ModelConfig& c) {
     j["mup_base_width"] = c.mup_base_width;
   }
   if (!c.umup.defaults())
-    j["umup_alphas"] = {{"ffn_act", c.umup.ffn_act},
-                        {"attn_softmax", c.umup.attn_softmax},
-                        {"residual", c.umup.residual},
-                        {"residual_attn_ratio", c.umup.residual_attn_ratio},
-                        {"loss_softmax", c.umup.loss_softmax}};
+    for (const auto& f : umup_alpha_fields()) j["umup_alphas"][f.key] = c.umup.*f.member;
 }
 
 void from_json(const nlohmann::json& j, ModelConfig& c) {
@@ -539,11 +535,7 @@ void from_json(const nlohmann::json& j, ModelConfig& c) {
   c.parametrisation = parse_parametrisation(j.value("parametrisation", std::string("sp")), "parametrisation");
   c.mup_base_width = j.value("mup_base_width", int64_t{0});
   const auto alphas = j.value("umup_alphas", nlohmann::json::object());  // absent: all 1
-  c.umup.ffn_act = alphas.value("ffn_act", 1.0);
-  c.umup.attn_softmax = alphas.value("attn_softmax", 1.0);
-  c.umup.residual = alphas.value("residual", 1.0);
-  c.umup.residual_attn_ratio = alphas.value("residual_attn_ratio", 1.0);
-  c.umup.loss_softmax = alphas.value("loss_softmax", 1.0);
+  for (const auto& f : umup_alpha_fields()) c.umup.*f.member = alphas.value(f.key, 1.0);
 }
 
 int64_t target_padding(const ModelConfig& c) { return c.classifier() ? -100 : kPad; }

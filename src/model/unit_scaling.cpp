@@ -1,7 +1,6 @@
 #include "model/unit_scaling.h"
 
 #include <cmath>
-#include <utility>
 
 namespace normlab::model {
 namespace {
@@ -40,6 +39,20 @@ double unit_residual_tau(int64_t index, int64_t blocks, const UmupAlphas& alphas
   return a / std::sqrt(static_cast<double>(blocks) / 2.0 + n_attn * a_attn * a_attn + n_ffn * a_ffn * a_ffn);
 }
 
+const std::vector<UmupAlphaField>& umup_alpha_fields() {
+  static const std::vector<UmupAlphaField> fields = {
+      {"--umup-alpha-ffn-act", "ffn_act", &UmupAlphas::ffn_act, "the FFN activation's mult: gelu(a x) / a (U.gelu)"},
+      {"--umup-alpha-attn-softmax", "attn_softmax", &UmupAlphas::attn_softmax,
+       "the attention softmax's mult: softmax(a q.k / D) (U.scaled_dot_product_attention)"},
+      {"--umup-alpha-res", "residual", &UmupAlphas::residual,
+       "the residual branches' contribution relative to the embedding (residual_mult)"},
+      {"--umup-alpha-res-attn-ratio", "residual_attn_ratio", &UmupAlphas::residual_attn_ratio,
+       "the attention branches' contribution relative to the FFN's (residual_attn_ratio)"},
+      {"--umup-alpha-loss-softmax", "loss_softmax", &UmupAlphas::loss_softmax,
+       "the loss softmax's mult on the logits (U.cross_entropy)"}};
+  return fields;
+}
+
 std::vector<std::string> unit_scaling_problems(const ModelConfig& c) {
   std::vector<std::string> out;
   const auto& a = c.umup;
@@ -47,11 +60,9 @@ std::vector<std::string> unit_scaling_problems(const ModelConfig& c) {
     if (!a.defaults()) out.push_back("--umup-alpha-* applies to --parametrisation u-mup only");
     return out;
   }
-  for (auto [v, option] : {std::pair{a.ffn_act, "--umup-alpha-ffn-act"}, std::pair{a.attn_softmax, "--umup-alpha-attn-softmax"},
-                           std::pair{a.residual, "--umup-alpha-res"},
-                           std::pair{a.residual_attn_ratio, "--umup-alpha-res-attn-ratio"},
-                           std::pair{a.loss_softmax, "--umup-alpha-loss-softmax"}})
-    if (!(v > 0.0 && std::isfinite(v))) out.push_back(std::string(option) + " must be positive, got " + std::to_string(v));
+  for (const auto& f : umup_alpha_fields())
+    if (const double v = a.*f.member; !(v > 0.0 && std::isfinite(v)))
+      out.push_back(std::string(f.option) + " must be positive, got " + std::to_string(v));
   const std::string p = "--parametrisation u-mup";
   auto need = [&](bool ok, const std::string& what) {
     if (!ok) out.push_back(p + " " + what);

@@ -43,6 +43,17 @@ double unit_attention_output_scale(int64_t head_dim, int64_t keys, bool causal, 
 // sqrt(1 + tau^2) (U.residual_split/add).
 double unit_residual_tau(int64_t index, int64_t blocks, const UmupAlphas& alphas);
 
+// The alphas of UmupAlphas, one row each: its option (--umup-alpha-NAME), its key in config.json's
+// `umup_alphas`, the member, and what it multiplies (the option's help). The one list that the
+// command line, the config file and the checks walk.
+struct UmupAlphaField {
+  const char* option;
+  const char* key;
+  double UmupAlphas::*member;
+  const char* help;
+};
+const std::vector<UmupAlphaField>& umup_alpha_fields();
+
 // The token and position tables' sum is U.add's: (E[t] + P[t]) x 2^-1/2.
 inline constexpr double kUnitSumScale = 0.70710678118654752440;
 
