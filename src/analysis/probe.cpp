@@ -300,11 +300,16 @@ void install_observers(model::Model net, Observed& obs) {
 //     normalised stream after floor(alpha L) post layers: 1 + (l - k0)/2 .. 1 + 3(l - k0)/2;
 //     Peri-LN adds the output norm's C exactly twice per layer (the cross term has mean 0, the
 //     norm being odd in its input): 1 + 2l, linear in depth.
+//   The x_pre bounds hold for any stack without cross-attention: Xiong's proof (Appendix C,
+//     eqs. 14-19) uses only ||LN(x)||^2 = C, W^V independent of the stream with mean 0, and the
+//     attention output being a convex combination of the normalised rows, which causal
+//     attention's average over positions 0..t is too. A decoder with cross-attention adds a
+//     third sublayer per layer, outside the lemma: no bound there.
 std::array<double, 3> lemma2(const model::SchemeSettings& s, int64_t layers, const std::string& quantity,
-                             const std::string& stack, int64_t layer) {
+                             bool cross_attention, int64_t layer) {
   if (s.norm_kind == model::NormKind::kDyT) return {kNaN, kNaN, kNaN};
   if (quantity == "x_post5") return {1.5, 1.5, 1.5};
-  if (quantity != "x_pre" || stack != "encoder") return {kNaN, kNaN, kNaN};
+  if (quantity != "x_pre" || cross_attention) return {kNaN, kNaN, kNaN};
   const double l = static_cast<double>(layer + 1);
   switch (s.norm) {
     case model::NormPlacement::kPeri:
@@ -426,7 +431,7 @@ void write_probe(const ProbeConfig& c, const nlohmann::json& config_json, const 
     std::map<std::pair<std::string, int64_t>, std::array<double, 4>> lemma;  // value, lemma, lo, hi
     t.hidden.for_each([&](const Key& k, const std::vector<double>& mean, const std::vector<double>& sd) {
       const auto& [stack, layer, quantity] = k;
-      const auto l = lemma2(m.scheme, m.stack_layers(), quantity, stack, layer);
+      const auto l = lemma2(m.scheme, m.stack_layers(), quantity, stack == "decoder" && m.has_encoder(), layer);
       hidden << scheme << "," << stack << "," << layer << "," << quantity << "," << csv_number(mean[0]) << ","
              << csv_number(sd[0]) << "," << csv_number(l[0]) << "," << csv_number(l[1]) << "," << csv_number(l[2]) << "\n";
       if (quantity == "x_post5" || quantity == "x_pre") {
