@@ -97,119 +97,163 @@ std::vector<std::vector<Hypothesis>> beam_search(model::Seq2Seq& model, const to
   return search(*model->decoder, cache, std::vector<int64_t>(n_sentences, kEos), max_len, config);
 }
 
+namespace {
+
+// The search's state: B active sentences of `beam` rows each (fairseq's bbsz layout).
+struct Beams {
+  int64_t beam, bsz;
+  torch::TensorOptions long_opts;
+  torch::Tensor tokens;           // (B*beam, longest+2): first y_1 y_2 ...
+  torch::Tensor scores;           // (B*beam, longest+1) cumulative log-probabilities, model dtype
+  torch::Tensor cands_to_ignore;  // (B, beam)
+  torch::Tensor bbsz_offsets;     // (B, 1): the first row of each sentence
+  std::vector<int64_t> active;    // current row block -> input sentence
+};
+
+// One step's best 2*beam continuations of every sentence, (B, K) each.
+struct Candidates {
+  torch::Tensor scores, indices, beams;
+};
+
+// fairseq's BeamSearch.step: the best K of every beam's continuations, log p plus the beam's
+// score so far (fp32 under bf16), after fairseq's forbidden outputs (plus <unk> and <s>,
+// docs/translate.md), </s> only where a sentence reached max_len and never before min_len.
+// At step 0 the beams are equal: only the first one's. A sentence's best K are among its
+// beams' best K each, which beam_candidates selects in the pass that computes them.
+Candidates next_candidates(Beams& b, const torch::Tensor& logits, int64_t step, int64_t V, int64_t longest,
+                           const std::vector<int64_t>& max_len, const BeamSearchConfig& config) {
+  const int64_t beam = b.beam, bsz = b.bsz;
+  const int64_t K = std::min(2 * beam, (step == 0 ? V : beam * V) - 1), k_row = std::min(K, V);
+  std::vector<int64_t> banned = {kBos, kPad, kUnk};
+  if (step < config.min_len) banned.push_back(kEos);
+  std::vector<uint8_t> eos_only;
+  for (int64_t s = 0; s < bsz; ++s)
+    if (step >= max_len[b.active[s]]) {
+      eos_only.resize(static_cast<size_t>(bsz * beam));
+      std::fill_n(eos_only.begin() + s * beam, beam, uint8_t{1});
+    }
+  auto rows = model::kernels::beam_candidates(logits, step == 0 ? torch::Tensor() : b.scores.select(1, step - 1),
+                                              k_row, banned, eos_only, kEos);
+  if (!b.scores.defined()) b.scores = torch::zeros({bsz * beam, longest + 1}, rows.values.options());
+  auto row_values = rows.values.view({bsz, beam, k_row}), row_ids = rows.ids.view({bsz, beam, k_row});
+  if (step == 0) row_values = row_values.slice(1, 0, 1), row_ids = row_ids.slice(1, 0, 1);
+  auto [cand_scores, cand_pos] = row_values.reshape({bsz, -1}).topk(K);  // (B,2beam)
+  return {cand_scores, row_ids.reshape({bsz, -1}).gather(1, cand_pos), cand_pos.div(k_row, "floor")};
+}
+
+// A </s> among the top `beam` candidates finishes that hypothesis (score normalised by
+// len^lenpen, len = step + 1 counts the </s>), while its sentence holds fewer than `beam`.
+void finish_hypotheses(const Beams& b, const Candidates& c, const torch::Tensor& eos_mask, int64_t step,
+                       double lenpen, std::vector<std::vector<Hypothesis>>& finalized) {
+  const int64_t beam = b.beam;
+  auto top_eos = eos_mask.slice(1, 0, beam);
+  auto eos_rows = (c.beams + b.bbsz_offsets).slice(1, 0, beam).masked_select(top_eos);
+  if (eos_rows.numel() == 0) return;
+  auto eos_scores = c.scores.slice(1, 0, beam).masked_select(top_eos);
+  auto hyp_tokens = b.tokens.index_select(0, eos_rows).slice(1, 1, step + 1).cpu().contiguous();
+  auto cumulative = b.scores.index_select(0, eos_rows).slice(1, 0, step + 1).clone();
+  cumulative.select(1, step).copy_(eos_scores);
+  auto positional = cumulative.clone();
+  positional.slice(1, 1).sub_(cumulative.slice(1, 0, step));
+  positional = positional.to(torch::kCPU, torch::kFloat64).contiguous();
+  auto normalised = (eos_scores.to(torch::kFloat64) / std::pow(static_cast<double>(step + 1), lenpen)).cpu();
+  auto rows_cpu = eos_rows.cpu();
+  for (int64_t i = 0; i < eos_rows.numel(); ++i) {
+    auto& hyps = finalized[b.active[rows_cpu[i].item<int64_t>() / beam]];
+    if (static_cast<int64_t>(hyps.size()) >= beam) continue;
+    Hypothesis h;
+    auto t = hyp_tokens[i];
+    h.tokens.assign(t.data_ptr<int64_t>(), t.data_ptr<int64_t>() + step);
+    h.score = normalised[i].item<double>();
+    auto ps = positional[i];
+    h.positional_scores.assign(ps.data_ptr<double>(), ps.data_ptr<double>() + step + 1);
+    hyps.push_back(std::move(h));
+  }
+}
+
+// The rows of the kept sentences `keep` (indices into the active block) in every tensor that
+// is indexed by the active sentences; returns the kept sentences' indices, for the cache.
+torch::Tensor keep_sentences(Beams& b, Candidates& c, torch::Tensor& eos_mask, const std::vector<int64_t>& keep) {
+  auto batch_idxs = long_tensor(keep, b.tokens.device());
+  auto row_keep = ((batch_idxs * b.beam).unsqueeze(1) + torch::arange(b.beam, b.long_opts)).view(-1);
+  eos_mask = eos_mask.index_select(0, batch_idxs);
+  c.beams = c.beams.index_select(0, batch_idxs);
+  c.scores = c.scores.index_select(0, batch_idxs);
+  c.indices = c.indices.index_select(0, batch_idxs);
+  b.cands_to_ignore = b.cands_to_ignore.index_select(0, batch_idxs);
+  b.tokens = b.tokens.index_select(0, row_keep);
+  b.scores = b.scores.index_select(0, row_keep);
+  std::vector<int64_t> still;
+  for (auto s : keep) still.push_back(b.active[s]);
+  b.active = std::move(still);
+  b.bsz = static_cast<int64_t>(keep.size());
+  b.bbsz_offsets = (torch::arange(b.bsz, b.long_opts) * b.beam).unsqueeze(1);
+  return batch_idxs;
+}
+
+// The next beams: the best `beam` candidates that are not </s> (fairseq's active_mask).
+// Returns the beam (within its sentence) each new beam continues, (B, beam).
+torch::Tensor advance(Beams& b, const Candidates& c, torch::Tensor eos_mask, int64_t step) {
+  const int64_t beam = b.beam, cand_size = 2 * beam;
+  eos_mask.slice(1, 0, beam).logical_or_(b.cands_to_ignore);
+  auto active_mask = eos_mask.to(torch::kInt64) * cand_size + torch::arange(eos_mask.size(1), b.long_opts);
+  auto [ignore, active_hypos] = active_mask.topk(beam, 1, /*largest=*/false);
+  b.cands_to_ignore = ignore.ge(cand_size);
+  auto active_beams = c.beams.gather(1, active_hypos);  // (B,beam)
+  auto new_rows = (active_beams + b.bbsz_offsets).view(-1);
+  b.tokens = b.tokens.index_select(0, new_rows);
+  b.tokens.select(1, step + 1).copy_(c.indices.gather(1, active_hypos).view(-1));
+  b.scores = b.scores.index_select(0, new_rows);
+  b.scores.select(1, step).copy_(c.scores.gather(1, active_hypos).view(-1));
+  return active_beams;
+}
+
+}  // namespace
+
 std::vector<std::vector<Hypothesis>> search(model::DecoderImpl& decoder, model::DecoderCache& cache,
                                             const std::vector<int64_t>& first, const std::vector<int64_t>& max_len,
                                             const BeamSearchConfig& config) {
-  const int64_t beam = config.beam, cand_size = 2 * beam, V = decoder.output_weight().size(0);
+  const int64_t beam = config.beam, V = decoder.output_weight().size(0);
   const auto device = decoder.embed_tokens->weight.device();
-  const auto long_opts = torch::TensorOptions().dtype(torch::kInt64).device(device);
   const auto n_sentences = first.size();
-  int64_t bsz = static_cast<int64_t>(n_sentences);
   const int64_t longest = *std::max_element(max_len.begin(), max_len.end());
-
-  auto tokens = torch::full({bsz * beam, longest + 2}, kPad, long_opts);  // first y_1 y_2 ...
-  tokens.select(1, 0).copy_(long_tensor(first, device).repeat_interleave(beam));
-  torch::Tensor scores;  // (B*beam, longest+1) cumulative log-probabilities, model dtype
-  auto cands_to_ignore = torch::zeros({bsz, beam}, long_opts.dtype(torch::kBool));
-  auto bbsz_offsets = (torch::arange(bsz, long_opts) * beam).unsqueeze(1);  // (B,1)
-  std::vector<int64_t> active(n_sentences);  // current row block -> input sentence
+  const auto bsz = static_cast<int64_t>(n_sentences);
+  const auto long_opts = torch::TensorOptions().dtype(torch::kInt64).device(device);
+  std::vector<int64_t> active(n_sentences);
   for (size_t i = 0; i < n_sentences; ++i) active[i] = static_cast<int64_t>(i);
+  Beams b{beam,
+          bsz,
+          long_opts,
+          torch::full({bsz * beam, longest + 2}, kPad, long_opts),
+          torch::Tensor(),  // scores: the model's dtype, known at the first step
+          torch::zeros({bsz, beam}, long_opts.dtype(torch::kBool)),
+          (torch::arange(bsz, long_opts) * beam).unsqueeze(1),
+          std::move(active)};
+  b.tokens.select(1, 0).copy_(long_tensor(first, device).repeat_interleave(beam));
   std::vector<std::vector<Hypothesis>> finalized(n_sentences);
   std::vector<char> finished(n_sentences, 0);
 
   for (int64_t step = 0; step <= longest; ++step) {
-    auto logits = decoder.forward_step(tokens.slice(1, step, step + 1), cache);
-    // fairseq's BeamSearch.step: the best K of every beam's continuations, log p plus the beam's
-    // score so far (fp32 under bf16), after fairseq's forbidden outputs (plus <unk> and <s>,
-    // docs/translate.md), </s> only where a sentence reached max_len and never before min_len.
-    // At step 0 the beams are equal: only the first one's. A sentence's best K are among its
-    // beams' best K each, which beam_candidates selects in the pass that computes them.
-    const int64_t K = std::min(cand_size, (step == 0 ? V : beam * V) - 1), k_row = std::min(K, V);
-    std::vector<int64_t> banned = {kBos, kPad, kUnk};
-    if (step < config.min_len) banned.push_back(kEos);
-    std::vector<uint8_t> eos_only;
-    for (int64_t s = 0; s < bsz; ++s)
-      if (step >= max_len[active[s]]) {
-        eos_only.resize(static_cast<size_t>(bsz * beam));
-        std::fill_n(eos_only.begin() + s * beam, beam, uint8_t{1});
-      }
-    auto rows = model::kernels::beam_candidates(logits, step == 0 ? torch::Tensor() : scores.select(1, step - 1),
-                                                k_row, banned, eos_only, kEos);
-    if (!scores.defined()) scores = torch::zeros({bsz * beam, longest + 1}, rows.values.options());
-    auto row_values = rows.values.view({bsz, beam, k_row}), row_ids = rows.ids.view({bsz, beam, k_row});
-    if (step == 0) row_values = row_values.slice(1, 0, 1), row_ids = row_ids.slice(1, 0, 1);
-    auto [cand_scores, cand_pos] = row_values.reshape({bsz, -1}).topk(K);  // (B,2beam)
-    auto cand_beams = cand_pos.div(k_row, "floor"), cand_indices = row_ids.reshape({bsz, -1}).gather(1, cand_pos);
-    auto cand_bbsz = cand_beams + bbsz_offsets;
-
-    // A </s> among the top `beam` candidates finishes that hypothesis (score normalised by
-    // len^lenpen, len = step + 1 counts the </s>).
-    auto eos_mask = cand_indices.eq(kEos) & cand_scores.ne(kNegInf);
-    eos_mask.slice(1, 0, beam).masked_fill_(cands_to_ignore, false);
-    auto eos_rows = cand_bbsz.slice(1, 0, beam).masked_select(eos_mask.slice(1, 0, beam));
-    if (eos_rows.numel() > 0) {
-      auto eos_scores = cand_scores.slice(1, 0, beam).masked_select(eos_mask.slice(1, 0, beam));
-      auto hyp_tokens = tokens.index_select(0, eos_rows).slice(1, 1, step + 1).cpu().contiguous();
-      auto cumulative = scores.index_select(0, eos_rows).slice(1, 0, step + 1).clone();
-      cumulative.select(1, step).copy_(eos_scores);
-      auto positional = cumulative.clone();
-      positional.slice(1, 1).sub_(cumulative.slice(1, 0, step));
-      positional = positional.to(torch::kCPU, torch::kFloat64).contiguous();
-      auto normalised = (eos_scores.to(torch::kFloat64) / std::pow(static_cast<double>(step + 1), config.lenpen)).cpu();
-      auto rows_cpu = eos_rows.cpu();
-      for (int64_t i = 0; i < eos_rows.numel(); ++i) {
-        auto& hyps = finalized[active[rows_cpu[i].item<int64_t>() / beam]];
-        if (static_cast<int64_t>(hyps.size()) >= beam) continue;
-        Hypothesis h;
-        auto t = hyp_tokens[i];
-        h.tokens.assign(t.data_ptr<int64_t>(), t.data_ptr<int64_t>() + step);
-        h.score = normalised[i].item<double>();
-        auto ps = positional[i];
-        h.positional_scores.assign(ps.data_ptr<double>(), ps.data_ptr<double>() + step + 1);
-        hyps.push_back(std::move(h));
-      }
-    }
+    auto logits = decoder.forward_step(b.tokens.slice(1, step, step + 1), cache);
+    auto c = next_candidates(b, logits, step, V, longest, max_len, config);
+    auto eos_mask = c.indices.eq(kEos) & c.scores.ne(kNegInf);
+    eos_mask.slice(1, 0, beam).masked_fill_(b.cands_to_ignore, false);
+    finish_hypotheses(b, c, eos_mask, step, config.lenpen, finalized);
     // fairseq's early stop: a sentence is done once it has `beam` finished hypotheses (or
     // reached its max_len); done sentences leave the batch.
     std::vector<int64_t> keep;
-    for (int64_t s = 0; s < bsz; ++s) {
-      const auto sent = active[s];
+    for (int64_t s = 0; s < b.bsz; ++s) {
+      const auto sent = b.active[s];
       if (static_cast<int64_t>(finalized[sent].size()) >= beam || step >= max_len[sent]) finished[sent] = 1;
       if (!finished[sent]) keep.push_back(s);
     }
     if (keep.empty()) break;
-    torch::Tensor old_offsets = bbsz_offsets, kept_sentences;
-    if (static_cast<int64_t>(keep.size()) < bsz) {
-      auto batch_idxs = long_tensor(keep, device);
-      auto row_keep = ((batch_idxs * beam).unsqueeze(1) + torch::arange(beam, long_opts)).view(-1);
-      eos_mask = eos_mask.index_select(0, batch_idxs);
-      cand_beams = cand_beams.index_select(0, batch_idxs);
-      cand_scores = cand_scores.index_select(0, batch_idxs);
-      cand_indices = cand_indices.index_select(0, batch_idxs);
-      cands_to_ignore = cands_to_ignore.index_select(0, batch_idxs);
-      tokens = tokens.index_select(0, row_keep);
-      scores = scores.index_select(0, row_keep);
-      old_offsets = (batch_idxs * beam).unsqueeze(1);
-      kept_sentences = batch_idxs;
-      std::vector<int64_t> still;
-      for (auto s : keep) still.push_back(active[s]);
-      active = std::move(still);
-      bsz = static_cast<int64_t>(keep.size());
-      bbsz_offsets = (torch::arange(bsz, long_opts) * beam).unsqueeze(1);
+    torch::Tensor old_offsets = b.bbsz_offsets, kept_sentences;
+    if (static_cast<int64_t>(keep.size()) < b.bsz) {
+      kept_sentences = keep_sentences(b, c, eos_mask, keep);
+      old_offsets = (kept_sentences * beam).unsqueeze(1);
     }
-
-    // The next beams: the best `beam` candidates that are not </s> (fairseq's active_mask).
-    eos_mask.slice(1, 0, beam).logical_or_(cands_to_ignore);
-    auto active_mask = eos_mask.to(torch::kInt64) * cand_size +
-                       torch::arange(eos_mask.size(1), long_opts);
-    auto [ignore, active_hypos] = active_mask.topk(beam, 1, /*largest=*/false);
-    cands_to_ignore = ignore.ge(cand_size);
-    auto active_beams = cand_beams.gather(1, active_hypos);  // (B,beam)
-    auto new_rows = (active_beams + bbsz_offsets).view(-1);
-    tokens = tokens.index_select(0, new_rows);
-    tokens.select(1, step + 1).copy_(cand_indices.gather(1, active_hypos).view(-1));
-    scores = scores.index_select(0, new_rows);
-    scores.select(1, step).copy_(cand_scores.gather(1, active_hypos).view(-1));
+    auto active_beams = advance(b, c, eos_mask, step);
     // Greedy keeps every row in place unless sentences left: nothing to reorder then.
     if (beam > 1 || kept_sentences.defined()) cache.reorder((active_beams + old_offsets).view(-1), kept_sentences);
   }
