@@ -52,10 +52,7 @@ struct UmupAlphas {
   double residual = 1.0;             // transformer_residual_scaling_rule(residual_mult, .)
   double residual_attn_ratio = 1.0;  // transformer_residual_scaling_rule(., residual_attn_ratio)
   double loss_softmax = 1.0;         // U.cross_entropy(mult): softmax of mult x the logits
-  bool defaults() const {
-    return ffn_act == 1.0 && attn_softmax == 1.0 && residual == 1.0 && residual_attn_ratio == 1.0 &&
-           loss_softmax == 1.0;
-  }
+  bool defaults() const;  // every alpha 1 (model/unit_scaling.cpp walks umup_alpha_fields())
 };
 
 inline constexpr double kDefaultMixLnAlpha = 0.25;  // Li et al. 2024's choice (REFERENCE §10)

@@ -1,5 +1,6 @@
 #include "model/unit_scaling.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace normlab::model {
@@ -51,6 +52,11 @@ const std::vector<UmupAlphaField>& umup_alpha_fields() {
       {"--umup-alpha-loss-softmax", "loss_softmax", &UmupAlphas::loss_softmax,
        "the loss softmax's mult on the logits (U.cross_entropy)"}};
   return fields;
+}
+
+bool UmupAlphas::defaults() const {
+  const auto& fields = umup_alpha_fields();
+  return std::all_of(fields.begin(), fields.end(), [&](const UmupAlphaField& f) { return this->*f.member == 1.0; });
 }
 
 std::vector<std::string> unit_scaling_problems(const ModelConfig& c) {
