@@ -27,7 +27,8 @@ import statistics
 import sys
 
 FIXED = ["w0", "w1", "w5", "w10", "w25"]
-OTHERS = ["auto", "auto5", "auto20", "radam", "giadam", "mayarats"]
+# auto: the default rule (--warmup-auto-every-ratio 0.05); autoN: --warmup-auto-every N updates.
+OTHERS = ["auto", "auto5", "auto10", "auto20", "auto25", "auto100", "radam", "giadam", "mayarats"]
 CELL = re.compile(r"^(?P<arm>[a-z0-9]+)_lr=(?P<lr>[^_]+)_scheme=(?P<scheme>.+)_seed=(?P<seed>\d+)$")
 
 

@@ -89,6 +89,7 @@ class AutoWarmup final : public train::TrainCallback {
     constant_ = stability_threshold(run.config.optimizer, 1.0);
     preconditioned_ = preconditioned(run.config.optimizer);
     probe_ = probe_batches(run, settings_.sentences);
+    every_ = settings_.updates_between(run.planned_updates);
     file_ = (std::filesystem::path(run.dir) / "warmup.jsonl").string();
     if (run.writer)
       train::keep_records(file_, [&](const nlohmann::json& j) {
@@ -99,7 +100,7 @@ class AutoWarmup final : public train::TrainCallback {
       return;
     }
     const auto m = measure(run.optimizer, 1, run.epoch);
-    write(0, ramp_start(state_, m.stable, settings_.every), m, 0.0, 1, run.epoch);
+    write(0, ramp_start(state_, m.stable, every_), m, 0.0, 1, run.epoch);
   }
 
   double rate_factor(int64_t /*update*/) const override { return state_.factor; }
@@ -108,9 +109,9 @@ class AutoWarmup final : public train::TrainCallback {
     if (state_.done) return;
     const double loss = r.tokens > 0 ? r.loss / static_cast<double>(r.tokens) : NAN;
     Measurement m;
-    if (r.update % settings_.every == 0) m = measure(r.optimizer, r.update + 1, r.epoch);
+    if (r.update % every_ == 0) m = measure(r.optimizer, r.update + 1, r.epoch);
     const bool late = r.update >= run_->planned_updates / 4;
-    const auto decision = ramp_after_update(state_, loss, m.stable, settings_.every, settings_.catapult, late);
+    const auto decision = ramp_after_update(state_, loss, m.stable, every_, settings_.catapult, late);
     if (!decision.empty()) write(r.update, decision, m, loss, r.update + 1, r.epoch);
   }
 
@@ -154,6 +155,7 @@ class AutoWarmup final : public train::TrainCallback {
     const double eta = target(next, epoch);
     nlohmann::json record = {{"step", step},           {"decision", decision},     {"factor", state_.factor},
                              {"lr", eta * state_.factor}, {"target_lr", eta},     {"growth", state_.growth}};
+    if (step == 0) record["every"] = every_;
     if (std::isfinite(m.lambda)) {
       record[preconditioned_ ? "preconditioned_lambda_max" : "lambda_max"] = m.lambda;
       record["stable_factor"] = m.stable;
@@ -181,6 +183,7 @@ class AutoWarmup final : public train::TrainCallback {
   }
 
   train::AutoWarmupSettings settings_;
+  int64_t every_ = 0;  // updates between measurements in this run
   const train::RunContext* run_ = nullptr;
   double constant_ = 0;
   bool preconditioned_ = false;

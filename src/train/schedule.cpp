@@ -1,5 +1,6 @@
 #include "train/schedule.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -75,7 +76,13 @@ std::string to_string(WsdDecay d) { return wsd_decays().name(d); }
 std::string to_string(WarmupMode m) { return warmup_modes().name(m); }
 
 bool AutoWarmupSettings::operator==(const AutoWarmupSettings& o) const {
-  return every == o.every && sentences == o.sentences && lanczos_steps == o.lanczos_steps && catapult == o.catapult;
+  return every == o.every && every_ratio == o.every_ratio && sentences == o.sentences &&
+         lanczos_steps == o.lanczos_steps && catapult == o.catapult;
+}
+
+int64_t AutoWarmupSettings::updates_between(int64_t planned) const {
+  if (every > 0) return every;
+  return std::max<int64_t>(1, std::llround(every_ratio * static_cast<double>(planned)));
 }
 
 WsdDecay parse_wsd_decay(const std::string& s, const std::string& option) { return wsd_decays().parse(s, option); }
@@ -168,6 +175,7 @@ void to_json(nlohmann::json& j, const ScheduleConfig& c) {
   if (c.warmup != WarmupMode::kAuto) return;
   j["warmup"] = to_string(c.warmup);
   j["warmup_auto"] = {{"every", c.auto_warmup.every},
+                      {"every_ratio", c.auto_warmup.every_ratio},
                       {"sentences", c.auto_warmup.sentences},
                       {"lanczos_steps", c.auto_warmup.lanczos_steps},
                       {"catapult", c.auto_warmup.catapult}};
@@ -190,6 +198,8 @@ void from_json(const nlohmann::json& j, ScheduleConfig& c) {
   c.warmup = warmup_modes().parse(j.value("warmup", std::string("fixed")), "warmup");
   if (const auto a = j.find("warmup_auto"); a != j.end()) {
     a->at("every").get_to(c.auto_warmup.every);
+    // Runs from before every_ratio measured every `every` (10 by default) updates.
+    c.auto_warmup.every_ratio = a->value("every_ratio", c.auto_warmup.every_ratio);
     a->at("sentences").get_to(c.auto_warmup.sentences);
     a->at("lanczos_steps").get_to(c.auto_warmup.lanczos_steps);
     a->at("catapult").get_to(c.auto_warmup.catapult);

@@ -34,13 +34,19 @@ std::string to_string(WarmupMode m);
 
 // --warmup auto's measurements (docs/warmup.md): lambda_1(P^-1 H) on a probe set at update 0 and
 // every `every` updates of the ramp; the factor on the rate at most doubles per `every` updates.
+// `every` is a share of the planned updates unless given in updates (as Hugging Face's
+// warmup_steps overrides its warmup_ratio).
 struct AutoWarmupSettings {
-  int64_t every = 10;          // --warmup-auto-every: updates between measurements
+  int64_t every = 0;           // --warmup-auto-every: updates between measurements; 0: every_ratio's
+  double every_ratio = 0.05;   // --warmup-auto-every-ratio: the same as a share of the planned updates
   int64_t sentences = 8;       // --warmup-auto-sentences: the probe set, the first N validation pairs
   int64_t lanczos_steps = 4;   // --warmup-auto-lanczos-steps: per measurement, warm-started
   double catapult = 1.2;       // --warmup-auto-catapult: a training loss above this x its running mean
                                // halves the factor (a loss catapult, Kalra & Barkeshli 2024)
   bool operator==(const AutoWarmupSettings& o) const;
+  // Updates between measurements in a run of `planned` updates: every, or every_ratio x planned
+  // rounded (at least 1).
+  int64_t updates_between(int64_t planned) const;
 };
 WsdDecay parse_wsd_decay(const std::string& s, const std::string& option = "--wsd-decay");
 std::string to_string(ScheduleKind k);

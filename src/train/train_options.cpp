@@ -237,7 +237,12 @@ const core::OptionTable<AutoWarmupSettings>& auto_warmup_options() {
     core::OptionTable<AutoWarmupSettings> t;
     t.group("Optimisation");
     t.add("--warmup-auto-every", "every", &AutoWarmupSettings::every,
-          "--warmup auto: updates between measurements of the ramp", at_least(1))
+          "--warmup auto: updates between measurements of the ramp, the factor's doubling time "
+          "(0: --warmup-auto-every-ratio of the planned updates)",
+          at_least(0))
+        .cli_only();
+    t.add("--warmup-auto-every-ratio", "every_ratio", &AutoWarmupSettings::every_ratio,
+          "--warmup auto: the same as a share of the planned updates (rounded, at least 1)", between(0, 1, true, false))
         .cli_only();
     t.add("--warmup-auto-sentences", "sentences", &AutoWarmupSettings::sentences,
           "--warmup auto: the probe set, the first N validation pairs", at_least(1))

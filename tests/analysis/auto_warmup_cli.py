@@ -9,6 +9,7 @@
   the target rate, and after it the rate is the schedule's;
 - a run killed (SIGKILL) after update 10's checkpoint and resumed writes the same warmup.jsonl and
   the same losses and rates, bit for bit, as an uninterrupted run;
+- `--warmup-auto-every-ratio 0.125` of 40 updates measures (and doubles) every 5 updates;
 - config.json says "warmup": "auto" only for such a run (a fixed run's file has no key), and a
   fixed run's folder is not resumed with --warmup auto;
 - bad combinations are refused in one line naming the option."""
@@ -32,7 +33,7 @@ def main():
         return cli_setup.tiny_train(args.normlab, prefix, out, "--max-tokens", 1000, "--dropout", 0.1, "--lr", lr,
                                     "--optimizer", "adam", "--betas", "0.9,0.98", "--lr-schedule", "constant",
                                     "--max-steps", 40, "--log-interval", 1, "--save-interval-updates", 10,
-                                    "--warmup", "auto", "--warmup-auto-every", 5, "--warmup-auto-sentences", 24,
+                                    "--warmup", "auto", "--warmup-auto-every-ratio", 0.125, "--warmup-auto-sentences", 24,
                                     "--warmup-auto-lanczos-steps", 30, *more)
 
     def jsonl(path):
@@ -47,6 +48,7 @@ def main():
     recs = jsonl(os.path.join(straight, "warmup.jsonl"))
     first = recs[0]
     check(first["step"] == 0 and first["decision"] in ("start", "done"), f"first record: {first}")
+    check(first["every"] == 5, f"--warmup-auto-every-ratio 0.125 of 40 updates is every 5: {first}")
     expected = min(1.0, T_ADAM / (first["preconditioned_lambda_max"] * lr))
     check(abs(first["factor"] - expected) < 1e-12 * expected, f"start factor {first['factor']} vs {expected}")
     check(first["decision"] == "done" or abs(first["growth"] - 2 ** (1 / 5)) < 1e-12, f"start growth: {first}")
@@ -98,7 +100,8 @@ def main():
 
     # config.json: "warmup" only for auto; a fixed run is not resumed as auto.
     conf = json.load(open(os.path.join(straight, "config.json")))
-    check(conf["schedule"].get("warmup") == "auto" and conf["schedule"]["warmup_auto"]["every"] == 5,
+    check(conf["schedule"].get("warmup") == "auto" and conf["schedule"]["warmup_auto"]["every"] == 0 and
+          conf["schedule"]["warmup_auto"]["every_ratio"] == 0.125,
           f"config.json schedule: {conf['schedule']}")
     fixed = w("fixed")
     plain = cli_setup.tiny_train(args.normlab, prefix, fixed, "--max-tokens", 1000, "--lr", lr, "--lr-schedule", "constant",
@@ -128,6 +131,11 @@ def main():
     cmd = cli_setup.tiny_train(args.normlab, prefix, w("bad-every"), "--max-steps", 2, "--warmup-auto-every", 3)
     r = subprocess.run(cmd, capture_output=True, text=True)
     check(r.returncode != 0 and "--warmup auto" in r.stderr, f"--warmup-auto-every alone: {r.stderr[-300:]}")
+    cmd = argv(w("bad-ratio"))
+    cmd[cmd.index("--warmup-auto-every-ratio") + 1] = "0"
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    check(r.returncode != 0 and "--warmup-auto-every-ratio" in r.stderr and len(r.stderr.strip().splitlines()) == 1,
+          f"--warmup-auto-every-ratio 0: rc {r.returncode}: {r.stderr[-300:]}")
     return check.finish()
 
 

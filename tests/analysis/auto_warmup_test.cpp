@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include "train/schedule.h"
+
 namespace normlab::analysis {
 namespace {
 
@@ -85,6 +87,19 @@ TEST(AutoWarmup, APlannedEndIsReachedDespiteRounding) {
     EXPECT_EQ(last, "done") << f0;
     EXPECT_EQ(s.factor, 1.0) << f0;
   }
+}
+
+// The doubling time is a share of the run unless given in updates (docs/warmup.md).
+TEST(AutoWarmup, MeasuresEveryShareOfThePlannedUpdatesUnlessGivenInUpdates) {
+  train::AutoWarmupSettings s;  // every 0, every_ratio 0.05
+  EXPECT_EQ(s.updates_between(200), 10);
+  EXPECT_EQ(s.updates_between(1000), 50);
+  EXPECT_EQ(s.updates_between(30), 2);  // 1.5 rounds up
+  EXPECT_EQ(s.updates_between(5), 1);   // never 0
+  s.every_ratio = 0.125;
+  EXPECT_EQ(s.updates_between(40), 5);
+  s.every = 7;
+  EXPECT_EQ(s.updates_between(1000), 7);
 }
 
 }  // namespace

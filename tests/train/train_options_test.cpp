@@ -27,7 +27,7 @@ const std::set<std::string> kFlags = {
     "--schedule-free-weight-lr-power", "--fp16-init-scale",
     "--fp16-scale-window", "--min-loss-scale", "--clip-norm", "--label-smoothing", "--ls-formula", "--z-loss", "--lr",
     "--lr-schedule", "--warmup-steps", "--warmup-init-lr", "--min-lr", "--lr-decay-epochs", "--lr-decay-factor",
-    "--lr-decay-count", "--tfixup-decay-steps", "--wsd-decay-steps", "--wsd-decay", "--warmup", "--warmup-auto-every", "--warmup-auto-sentences",
+    "--lr-decay-count", "--tfixup-decay-steps", "--wsd-decay-steps", "--wsd-decay", "--warmup", "--warmup-auto-every", "--warmup-auto-every-ratio", "--warmup-auto-sentences",
     "--warmup-auto-lanczos-steps", "--warmup-auto-catapult", "--max-epochs", "--max-steps",
     "--stop-time-hours", "--out",
     "--log-interval", "--save-interval", "--save-interval-updates", "--validate-interval-updates", "--keep-last",
@@ -125,7 +125,7 @@ TEST(TrainOptions, ConfigJsonOfAnAutoWarmupRunHasItsSettings) {
   TrainConfig ramp;
   ramp.schedule.warmup = WarmupMode::kAuto;
   auto keys = kKeys;
-  for (const char* key : {"schedule.warmup", "schedule.warmup_auto.every", "schedule.warmup_auto.sentences",
+  for (const char* key : {"schedule.warmup", "schedule.warmup_auto.every", "schedule.warmup_auto.every_ratio", "schedule.warmup_auto.sentences",
                           "schedule.warmup_auto.lanczos_steps", "schedule.warmup_auto.catapult"})
     keys.insert(key);
   EXPECT_EQ(leaves(ramp), keys);
