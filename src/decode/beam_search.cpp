@@ -195,9 +195,11 @@ torch::Tensor keep_sentences(Beams& b, Candidates& c, torch::Tensor& eos_mask, c
 // Returns the beam (within its sentence) each new beam continues, (B, beam).
 torch::Tensor advance(Beams& b, const Candidates& c, const torch::Tensor& eos_mask, int64_t step) {
   const int64_t beam = b.beam, cand_size = 2 * beam;
-  auto ended = eos_mask.clone();  // </s> candidates, and the beams of sentences already ignored
-  ended.slice(1, 0, beam).logical_or_(b.cands_to_ignore);
-  auto active_mask = ended.to(torch::kInt64) * cand_size + torch::arange(ended.size(1), b.long_opts);
+  // </s> candidates, and the beams of sentences already ignored, in a new int64 tensor (the
+  // caller's eos_mask stays as it is).
+  auto active_mask = eos_mask.to(torch::kInt64);
+  active_mask.slice(1, 0, beam).masked_fill_(b.cands_to_ignore, 1);
+  active_mask.mul_(cand_size).add_(torch::arange(active_mask.size(1), b.long_opts));
   auto [ignore, active_hypos] = active_mask.topk(beam, 1, /*largest=*/false);
   b.cands_to_ignore = ignore.ge(cand_size);
   auto active_beams = c.beams.gather(1, active_hypos);  // (B,beam)
