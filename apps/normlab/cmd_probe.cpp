@@ -30,8 +30,12 @@ Runner add_probe_command(CLI::App& app, const GlobalOptions& global) {
   const std::string g = "Probe";
   auto* schemes = cmd->add_option("--schemes", c.schemes, "schemes to probe, comma-separated (default: --scheme)")
                       ->delimiter(',')->group(g);
-  cmd->add_flag("--analysis-setting", c.analysis_setting,
+  auto* analysis = cmd->add_flag("--analysis-setting", c.analysis_setting,
                 "Xiong §3.3: one head, F=C, W^Q=W^K=0, Gaussian inputs, encoder stack only")->group(g);
+  cmd->add_option("--analysis-stack", c.analysis_stack,
+                  "encoder|decoder: the stack the analysis setting runs (default: the encoder where there is "
+                  "one); decoder of an encoder-decoder: the encoder, then the decoder with cross-attention")
+      ->needs(analysis)->group(g);
   cmd->add_option("--seeds", c.seeds, "fresh initialisations")->capture_default_str()->group(g);
   cmd->add_option("--batches", c.batches, "mini-batches per initialisation")->capture_default_str()->group(g);
   cmd->add_option("--seed", c.seed, "first seed")->capture_default_str()->group(g);

@@ -12,6 +12,7 @@
 #include <map>
 #include <sstream>
 #include <tuple>
+#include <type_traits>
 
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
@@ -113,9 +114,10 @@ std::vector<nlohmann::json> over_seeds(int64_t seeds, core::ProcessGroup& group,
 struct ProbeBatch {
   data::Batch tokens;
   torch::Tensor x0, target;
+  torch::Tensor y0;  // the decoder's own inputs (B,T,C) under --analysis-stack decoder of an encoder-decoder
 };
 
-// The stack whose layers the analysis setting runs: the encoder of a model that has one (Xiong's
+// The stack whose last layer the sweep reads: the encoder of a model that has one (Xiong's
 // setting), else a decoder-only model's decoder (causal self-attention).
 std::string analysis_stack_name(const model::ModelConfig& m) { return m.has_encoder() ? "encoder" : "decoder"; }
 
@@ -133,51 +135,68 @@ model::ModelConfig scheme_config(const ProbeConfig& c, const std::string& scheme
     m.heads = 1;
     m.ffn_dim = m.d_model;
     m.dropout = m.attention_dropout = m.activation_dropout = 0.0;
-    if (m.kind == model::kEncoderDecoder) m.decoder_layers = 1;  // unused: the encoder stack alone is the model
+    // Unused unless --analysis-stack decoder: the encoder stack alone is the model.
+    if (m.kind == model::kEncoderDecoder && !c.cross_attention_analysis()) m.decoder_layers = 1;
   }
   return m;
 }
 
-// The parts of the analysis stack that the setting reads.
+// The parts of an analysis stack that the setting reads.
 struct AnalysisStack {
+  std::string name;  // the stack's name in the sites and files
   torch::nn::ModuleList layers{nullptr};
   model::Norm final_norm{nullptr};
   torch::Tensor readout;  // W^emb (V,C): the stack's token table
   bool causal = false;
 };
 
-AnalysisStack analysis_stack(const model::Model& net) {
-  if (auto ed = std::dynamic_pointer_cast<model::Seq2SeqImpl>(net.ptr()))
-    return {ed->encoder->layers, ed->encoder->layer_norm, ed->encoder->embed_tokens->weight, false};
+// The stacks the analysis setting runs, in order: one, or with `cross_attention` an
+// encoder-decoder's encoder and then its decoder, whose cross-attention reads the encoder's output.
+std::vector<AnalysisStack> analysis_stacks(const model::Model& net, bool cross_attention) {
+  if (auto ed = std::dynamic_pointer_cast<model::Seq2SeqImpl>(net.ptr())) {
+    AnalysisStack encoder{"encoder", ed->encoder->layers, ed->encoder->layer_norm, ed->encoder->embed_tokens->weight};
+    if (!cross_attention) return {encoder};
+    return {encoder, {"decoder", ed->decoder->layers, ed->decoder->layer_norm, ed->decoder->embed_tokens->weight, true}};
+  }
   if (auto eo = std::dynamic_pointer_cast<model::EncoderOnlyImpl>(net.ptr()))
-    return {eo->encoder->layers, eo->encoder->layer_norm, eo->encoder->embed_tokens->weight, false};
+    return {{"encoder", eo->encoder->layers, eo->encoder->layer_norm, eo->encoder->embed_tokens->weight}};
   auto d = model::as_decoder_only(net, "the analysis setting");
-  return {d->decoder->layers, d->decoder->layer_norm, d->decoder->embed_tokens->weight, true};
+  return {{"decoder", d->decoder->layers, d->decoder->layer_norm, d->decoder->embed_tokens->weight, true}};
 }
 
 // Xiong §3.3: Xavier normal N(0, 2/(n_in+n_out)) for every matrix (W^V too: no fused gain),
 // W^Q = W^K = 0, zero biases. Embeddings (W^emb of the softmax) keep initialize()'s N(0, 1/C).
-template <typename Layer>
-void analysis_init_layer(Layer& l) {
-  auto normal = [](torch::nn::Linear& lin) {
-    const auto fan = static_cast<double>(lin->weight.size(0) + lin->weight.size(1));
-    lin->weight.normal_(0.0, std::sqrt(2.0 / fan));
-    lin->bias.zero_();
-  };
-  for (auto* lin : {&l.self_attn->q_proj, &l.self_attn->k_proj, &l.self_attn->v_proj, &l.self_attn->out_proj,
-                    &l.fc1, &l.fc2})
-    normal(*lin);
-  l.self_attn->q_proj->weight.zero_();
-  l.self_attn->k_proj->weight.zero_();
+void analysis_init_linear(torch::nn::Linear& lin) {
+  const auto fan = static_cast<double>(lin->weight.size(0) + lin->weight.size(1));
+  lin->weight.normal_(0.0, std::sqrt(2.0 / fan));
+  lin->bias.zero_();
 }
 
-void analysis_init(const model::Model& net) {
+// Its projections drawn in the order q, k, v, out; then W^Q = W^K = 0 (uniform attention).
+void analysis_init_attention(model::MultiheadAttention& a) {
+  for (auto* lin : {&a->q_proj, &a->k_proj, &a->v_proj, &a->out_proj}) analysis_init_linear(*lin);
+  a->q_proj->weight.zero_();
+  a->k_proj->weight.zero_();
+}
+
+// The self-attention and the FFN; a decoder layer's cross-attention after them (the draws of
+// the layers without one are those of the setting before cross-attention was added).
+template <typename Layer>
+void analysis_init_layer(Layer& l) {
+  analysis_init_attention(l.self_attn);
+  analysis_init_linear(l.fc1);
+  analysis_init_linear(l.fc2);
+  if constexpr (std::is_same_v<Layer, model::DecoderLayerImpl>)
+    if (l.encoder_attn) analysis_init_attention(l.encoder_attn);
+}
+
+void analysis_init(const model::Model& net, bool cross_attention) {
   torch::NoGradGuard no_grad;
-  const auto stack = analysis_stack(net);
-  for (const auto& m : *stack.layers) {
-    if (stack.causal) analysis_init_layer(*m->as<model::DecoderLayerImpl>());
-    else analysis_init_layer(*m->as<model::EncoderLayerImpl>());
-  }
+  for (const auto& stack : analysis_stacks(net, cross_attention))
+    for (const auto& m : *stack.layers) {
+      if (stack.causal) analysis_init_layer(*m->as<model::DecoderLayerImpl>());
+      else analysis_init_layer(*m->as<model::EncoderLayerImpl>());
+    }
 }
 
 std::vector<ProbeBatch> make_probe_batches(const ProbeConfig& c, const BatchSource& source,
@@ -193,6 +212,7 @@ std::vector<ProbeBatch> make_probe_batches(const ProbeConfig& c, const BatchSour
     ProbeBatch b;
     b.x0 = torch::randn({in.sentences, in.length, c.model.d_model}, gen, torch::kFloat32);
     b.target = torch::randint(kNumSpecialTokens, source.vocab_size(), {in.sentences, in.length}, gen, torch::kInt64);
+    if (c.cross_attention_analysis()) b.y0 = torch::randn({in.sentences, in.length, c.model.d_model}, gen, torch::kFloat32);
     out.push_back(std::move(b));
   }
   return out;
@@ -202,14 +222,18 @@ std::vector<ProbeBatch> make_probe_batches(const ProbeConfig& c, const BatchSour
 torch::Tensor batch_loss(model::Model net, const ProbeBatch& b, double eps) {
   if (b.x0.defined()) {
     auto guard = net->precision_guard();
-    const auto stack = analysis_stack(net);
+    const auto stacks = analysis_stacks(net, b.y0.defined());
     auto mask = torch::zeros({b.x0.size(0), b.x0.size(1)}, torch::kBool);  // no padding
-    auto x = b.x0;  // (B,T,C)
-    for (const auto& layer : *stack.layers)
-      x = stack.causal ? layer->as<model::DecoderLayerImpl>()->forward(x, mask, {}, {})
-                       : layer->as<model::EncoderLayerImpl>()->forward(x, mask);
-    if (stack.final_norm) x = stack.final_norm->forward(x);
-    auto logits = torch::linear(x, stack.readout);  // (B,T,V)
+    torch::Tensor x, memory;  // memory: the encoder's output, read by a decoder's cross-attention
+    for (const auto& stack : stacks) {
+      x = memory.defined() ? b.y0 : b.x0;  // (B,T,C)
+      for (const auto& layer : *stack.layers)
+        x = stack.causal ? layer->as<model::DecoderLayerImpl>()->forward(x, mask, memory, memory.defined() ? mask : memory)
+                         : layer->as<model::EncoderLayerImpl>()->forward(x, mask);
+      if (stack.final_norm) x = stack.final_norm->forward(x);
+      memory = x;
+    }
+    auto logits = torch::linear(x, stacks.back().readout);  // (B,T,V)
     auto s = train::label_smoothed_nll(logits, b.target, 0.0, train::LabelSmoothingFormula::kUniform, kPad);
     return s.loss / static_cast<double>(s.tokens);
   }
@@ -221,7 +245,7 @@ model::Model fresh_model(const ProbeConfig& c, const model::ModelConfig& m, uint
   // Xiong et al.'s quantities are of every stack (their analysis setting: the encoder's alone).
   auto net = model::create_model(m);
   model::initialize(net, seed, first.x0.defined() ? nullptr : &first.tokens);
-  if (c.analysis_setting || c.sweep) analysis_init(net);
+  if (c.analysis_setting || c.sweep) analysis_init(net, c.cross_attention_analysis());
   if (c.dropout && !(c.analysis_setting || c.sweep)) net->train(); else net->eval();
   net->set_precision(c.precision);
   return net;
@@ -303,24 +327,30 @@ void install_observers(model::Model net, Observed& obs) {
 //   The x_pre bounds hold for any stack without cross-attention: Xiong's proof (Appendix C,
 //     eqs. 14-19) uses only ||LN(x)||^2 = C, W^V independent of the stream with mean 0, and the
 //     attention output being a convex combination of the normalised rows, which causal
-//     attention's average over positions 0..t is too. A decoder with cross-attention adds a
-//     third sublayer per layer, outside the lemma: no bound there.
+//     attention's average over positions 0..t is too.
+//   An encoder-decoder's decoder (cross_attention) has a third sublayer per layer. By the same
+//     argument it adds [0, C]: a convex combination of the encoder's output rows, each of squared
+//     norm C (its last norm's output), through W^V W^O independent of the stream. The query's
+//     norm does not reach it (W^Q = 0), so LayerNorm scaling does not shrink it. Pre-LN:
+//     1 + l/2 .. 1 + 5l/2; with LayerNorm scaling 1 + H_l/2 .. 1 + 3 H_l/2 + l; Mix-LN's pre
+//     layers 1 + n/2 .. 1 + 5n/2; Peri-LN adds C three times per layer: 1 + 3l.
 std::array<double, 3> lemma2(const model::SchemeSettings& s, int64_t layers, const std::string& quantity,
                              bool cross_attention, int64_t layer) {
   if (s.norm_kind == model::NormKind::kDyT) return {kNaN, kNaN, kNaN};
   if (quantity == "x_post5") return {1.5, 1.5, 1.5};
-  if (quantity != "x_pre" || cross_attention) return {kNaN, kNaN, kNaN};
+  if (quantity != "x_pre") return {kNaN, kNaN, kNaN};
   const double l = static_cast<double>(layer + 1);
+  const double cross = cross_attention ? 1.0 : 0.0;  // the cross-attention's most per layer, in C
   switch (s.norm) {
     case model::NormPlacement::kPeri:
-      return {1.0 + 2.0 * l, kNaN, kNaN};
+      return {1.0 + (2.0 + cross) * l, kNaN, kNaN};
     case model::NormPlacement::kMix: {
       int64_t post_layers = 0;
       while (post_layers < layers &&
              model::layer_placement(s, post_layers, layers) == model::NormPlacement::kPost)
         ++post_layers;
       const double n = l - static_cast<double>(post_layers);
-      return {kNaN, 1.0 + n / 2.0, 1.0 + 1.5 * n};
+      return {kNaN, 1.0 + n / 2.0, 1.0 + (1.5 + cross) * n};
     }
     case model::NormPlacement::kPre: {
       double steps = l;
@@ -328,7 +358,7 @@ std::array<double, 3> lemma2(const model::SchemeSettings& s, int64_t layers, con
         steps = 0.0;
         for (int64_t k = 1; k <= layer + 1; ++k) steps += 1.0 / static_cast<double>(k);
       }
-      return {kNaN, 1.0 + steps / 2.0, 1.0 + 1.5 * steps};
+      return {kNaN, 1.0 + steps / 2.0, 1.0 + 1.5 * steps + cross * l};
     }
     default:
       return {kNaN, kNaN, kNaN};
@@ -358,7 +388,8 @@ SchemeTables probe_scheme(const ProbeConfig& c, const std::string& scheme, const
     for (size_t b = 0; b < batches.size(); ++b) {
       const auto& batch = batches[b];
       if (batch.x0.defined()) {
-        obs.weights[analysis_stack_name(m)] = torch::ones({batch.x0.size(0), batch.x0.size(1)}, torch::kFloat64);
+        for (const auto& stack : analysis_stacks(net, batch.y0.defined()))
+          obs.weights[stack.name] = torch::ones({batch.x0.size(0), batch.x0.size(1)}, torch::kFloat64);
       } else {
         for (const auto& stack : net->stacks()) obs.weights[stack.name] = token_weights(batch.tokens.*stack.tokens);
       }
@@ -431,7 +462,9 @@ void write_probe(const ProbeConfig& c, const nlohmann::json& config_json, const 
     std::map<std::pair<std::string, int64_t>, std::array<double, 4>> lemma;  // value, lemma, lo, hi
     t.hidden.for_each([&](const Key& k, const std::vector<double>& mean, const std::vector<double>& sd) {
       const auto& [stack, layer, quantity] = k;
-      const auto l = lemma2(m.scheme, m.stack_layers(), quantity, stack == "decoder" && m.has_encoder(), layer);
+      const bool decoder = stack == "decoder";
+      const auto l = lemma2(m.scheme, decoder ? m.decoder_layers : m.encoder_layers, quantity,
+                            decoder && m.has_encoder(), layer);
       hidden << scheme << "," << stack << "," << layer << "," << quantity << "," << csv_number(mean[0]) << ","
              << csv_number(sd[0]) << "," << csv_number(l[0]) << "," << csv_number(l[1]) << "," << csv_number(l[2]) << "\n";
       if (quantity == "x_post5" || quantity == "x_pre") {
@@ -646,6 +679,21 @@ std::vector<std::string> ProbeConfig::critical_lr_problems() const {
   return p;
 }
 
+bool ProbeConfig::cross_attention_analysis() const {
+  return analysis_setting && analysis_stack == "decoder" && model.kind == model::kEncoderDecoder;
+}
+
+std::vector<std::string> ProbeConfig::analysis_stack_problems() const {
+  if (analysis_stack.empty()) return {};
+  if (analysis_stack != "encoder" && analysis_stack != "decoder")
+    return {"--analysis-stack: encoder or decoder, got '" + analysis_stack + "'"};
+  if (!analysis_setting) return {"--analysis-stack needs --analysis-setting"};
+  if (sweep) return {"--analysis-stack: --sweep reads the stack of Theorem 1 (the encoder, or a decoder-only model's decoder)"};
+  if (analysis_stack == "encoder" && !model.has_encoder()) return {"--analysis-stack encoder: the model has no encoder"};
+  if (analysis_stack == "decoder" && !model.has_decoder()) return {"--analysis-stack decoder: the model has no decoder"};
+  return {};
+}
+
 std::vector<std::string> ProbeConfig::problems() const {
   std::vector<std::string> p;
   if (out.empty()) p.push_back("--out is required");
@@ -660,6 +708,7 @@ std::vector<std::string> ProbeConfig::problems() const {
     for (auto& q : sweep_problems()) p.push_back(q);
   if (critical_lr)
     for (auto& q : critical_lr_problems()) p.push_back(q);
+  for (auto& q : analysis_stack_problems()) p.push_back(q);
   if ((analysis_setting || sweep) && !inputs.train_prefix.empty())
     p.push_back("--train: the analysis setting (and --sweep) feeds Gaussian inputs, not a corpus");
   for (auto& q : inputs.problems()) p.push_back(q);
@@ -694,6 +743,7 @@ void run_probe(const ProbeConfig& c, core::ProcessGroup& group) {
                                 {"sentences", c.inputs.sentences},
                                 {"length", c.inputs.length},
                                 {"analysis_setting", c.analysis_setting},
+                                {"analysis_stack", c.analysis_stack},
                                 {"seeds", c.seeds},
                                 {"batches", c.batches},
                                 {"seed", c.seed},

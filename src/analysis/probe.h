@@ -34,6 +34,13 @@ struct ProbeConfig {
   // F = C, W^Q = W^K = 0, Xavier-normal weights, Gaussian inputs x_0 ~ N(0, I), no dropout,
   // loss -log softmax(W^emb x) against random targets.
   bool analysis_setting = false;
+  // --analysis-stack: which stack the analysis setting runs. Empty: an encoder-decoder's (or an
+  // encoder-only model's) encoder, a decoder-only model's decoder. "decoder" with an
+  // encoder-decoder: the encoder on x_0, then the decoder, causal, on Gaussian inputs y_0 of its
+  // own, its cross-attention (W^Q = W^K = 0 too) reading the encoder's output; the loss is read
+  // out of the decoder.
+  std::string analysis_stack;
+  bool cross_attention_analysis() const;  // the decoder of an encoder-decoder, as above
   int64_t seeds = 10;         // fresh initialisations seed, seed+1, ...
   int64_t batches = 10;       // mini-batches per initialisation
   uint64_t seed = 1;
@@ -59,6 +66,7 @@ struct ProbeConfig {
   std::vector<std::string> scheme_problems() const;       // --schemes with the overrides
   std::vector<std::string> sweep_problems() const;        // --sweep's depths and widths
   std::vector<std::string> critical_lr_problems() const;  // --critical-lr's options
+  std::vector<std::string> analysis_stack_problems() const;  // --analysis-stack against the model kind
 };
 
 // Runs the probe (or the sweep, or --critical-lr) and writes the files above; a summary goes to

@@ -59,8 +59,9 @@ std::vector<std::map<std::string, std::string>> read_csv(const std::string& path
 // Pre-LN in the analysis setting, by a mean-field recursion over q = E||x_i||^2 and
 // c = E[x_i . x_j] (i != j, same sentence of n tokens), in units of C: attention adds the
 // common vector mean_j LN(x_j) W^V W^O, of squared norm 1/n + (1-1/n) rho; the FFN adds 1/2 to
-// q and kappa(rho) to c, kappa the ReLU (arc-cosine) kernel. Returns q after layers 1..L.
-std::vector<double> pre_ln_mean_field(int64_t layers, int64_t n) {
+// q and kappa(rho) to c, kappa the ReLU (arc-cosine) kernel. Returns q after layers 1..L,
+// and in `correlation` (if given) the stream's c/q after layer L.
+std::vector<double> pre_ln_mean_field(int64_t layers, int64_t n, double* correlation = nullptr) {
   const double pi = std::acos(-1.0);
   auto kappa = [&](double r) { return (std::sqrt(1 - r * r) + (pi - std::acos(r)) * r) / (2 * pi); };
   double q = 1.0, c = 0.0;
@@ -72,6 +73,7 @@ std::vector<double> pre_ln_mean_field(int64_t layers, int64_t n) {
     q += 0.5, c += kappa(r);
     out.push_back(q);
   }
+  if (correlation) *correlation = c / q;
   return out;
 }
 
@@ -79,7 +81,9 @@ std::vector<double> pre_ln_mean_field(int64_t layers, int64_t n) {
 // averages positions 0..t, so q_t and c_tu = E[x_t . x_u] depend on the positions. Attention adds
 // (1/((t+1)(u+1))) sum_{s<=t, r<=u} rho_sr to c_tu (rho_tt = 1), the FFN 1/2 to q_t and
 // kappa(rho_tu) to c_tu. Returns the mean over positions of q after layers 1..L.
-std::vector<double> causal_pre_ln_mean_field(int64_t layers, int64_t n) {
+// `cross`: what an encoder-decoder's cross-attention adds between the two, to every q_t and
+// c_tu alike (with W^Q = W^K = 0 every position gets the same vector; the test below).
+std::vector<double> causal_pre_ln_mean_field(int64_t layers, int64_t n, double cross = 0.0) {
   const double pi = std::acos(-1.0);
   auto kappa = [&](double r) { return (std::sqrt(1 - r * r) + (pi - std::acos(r)) * r) / (2 * pi); };
   const auto size = static_cast<size_t>(n);
@@ -99,7 +103,8 @@ std::vector<double> causal_pre_ln_mean_field(int64_t layers, int64_t n) {
       for (size_t u = 0; u < size; ++u)
         prefix[t + 1][u + 1] = rho[t][u] + prefix[t][u + 1] + prefix[t + 1][u] - prefix[t][u];
     for (size_t t = 0; t < size; ++t)
-      for (size_t u = 0; u < size; ++u) c[t][u] += prefix[t + 1][u + 1] / static_cast<double>((t + 1) * (u + 1));
+      for (size_t u = 0; u < size; ++u)
+        c[t][u] += prefix[t + 1][u + 1] / static_cast<double>((t + 1) * (u + 1)) + cross;
     const auto after = correlations();
     for (size_t t = 0; t < size; ++t)
       for (size_t u = 0; u < size; ++u) c[t][u] += t == u ? 0.5 : kappa(after[t][u]);
@@ -194,6 +199,79 @@ TEST(Probe, CausalMeanFieldOfADecoderOnlyStack) {
   }
   EXPECT_EQ(post, 6);
   EXPECT_EQ(pre, 6);
+}
+
+// An encoder-decoder's decoder in the analysis setting (--analysis-stack decoder): the encoder on
+// x_0, then the decoder on y_0, causal, its cross-attention reading the encoder's output. With
+// W^Q = W^K = 0 the cross-attention adds to every position the same vector mean_j m_j W^V W^O of
+// the encoder's S normalised output rows m_j, of squared norm (1/S + (1 - 1/S) rho_enc) C in the
+// mean field, rho_enc the correlation of the encoder's stream after its layers (the recursion
+// above). Lemma 2's argument with that third sublayer ([0, C] per layer): Pre-LN 1 + l/2 .. 1 +
+// 5l/2; Peri-LN's output norms add exactly C per sublayer: 1 + 3l.
+TEST(Probe, CrossAttentionMeanFieldOfAnEncoderDecoderDecoder) {
+  const test::OneThread one_thread;
+  auto c = analysis_config(temp_dir("cross"));
+  c.model.decoder_layers = 6;
+  c.analysis_stack = "decoder";
+  c.schemes = {"post-ln", "pre-ln", "peri-ln"};
+  run_probe(c);
+  const int64_t n = c.inputs.length;
+  double rho = 0.0;
+  const auto encoder_field = pre_ln_mean_field(6, n, &rho);
+  const double cross = 1.0 / static_cast<double>(n) + (1.0 - 1.0 / static_cast<double>(n)) * rho;
+  const auto field = causal_pre_ln_mean_field(6, n, cross);
+  EXPECT_GT(field.back(), 1.2 * causal_pre_ln_mean_field(6, n).back());  // the cross term is measurable
+  std::map<std::string, int> seen;
+  for (const auto& r : read_csv(c.out + "/hidden_norms.csv")) {
+    const auto& q = r.at("quantity");
+    if (q != "x_pre" && q != "x_post5") continue;
+    const auto& scheme = r.at("scheme");
+    const auto& stack = r.at("stack");
+    ++seen[scheme + "/" + stack + "/" + q];
+    const double v = std::stod(r.at("value_mean"));
+    const auto layer = static_cast<size_t>(std::stoll(r.at("layer")));
+    const double l = static_cast<double>(layer + 1);
+    const std::string where = scheme + " " + stack + " layer " + r.at("layer");
+    if (q == "x_post5") EXPECT_NEAR(v, 1.5, 0.15) << where;
+    if (scheme == "pre-ln" && stack == "encoder")
+      EXPECT_NEAR(v, encoder_field[layer], 0.1 * encoder_field[layer]) << where;
+    if (scheme == "pre-ln" && stack == "decoder") {
+      EXPECT_NEAR(v, field[layer], 0.1 * field[layer]) << where;
+      EXPECT_GE(v, 0.97 * (1 + l / 2)) << where;
+      EXPECT_LE(v, 1 + 2.5 * l) << where;
+      EXPECT_DOUBLE_EQ(std::stod(r.at("lemma_lower")), 1 + l / 2) << where;
+      EXPECT_DOUBLE_EQ(std::stod(r.at("lemma_upper")), 1 + 2.5 * l) << where;
+    }
+    if (scheme == "peri-ln" && stack == "decoder") {
+      EXPECT_NEAR(v, 1 + 3 * l, 0.1 * (1 + 3 * l)) << where;
+      EXPECT_DOUBLE_EQ(std::stod(r.at("lemma_value")), 1 + 3 * l) << where;
+    }
+  }
+  for (const std::string scheme : {"post-ln", "pre-ln", "peri-ln"})
+    for (const std::string stack : {"encoder", "decoder"})
+      EXPECT_EQ(seen[scheme + "/" + stack + "/" + (scheme == "post-ln" ? "x_post5" : "x_pre")], 6)
+          << scheme << " " << stack;
+}
+
+// --analysis-stack names a stack the model has, and only in the analysis setting.
+TEST(Probe, RefusesAnAnalysisStackTheModelLacks) {
+  auto c = analysis_config(temp_dir("stack_refused"));
+  c.analysis_stack = "decoder";
+  EXPECT_TRUE(c.problems().empty());
+  c.analysis_stack = "middle";
+  EXPECT_EQ(c.problems().size(), 1u);
+  c.model.kind = model::kEncoderOnly;
+  c.analysis_stack = "decoder";
+  ASSERT_EQ(c.problems().size(), 1u);
+  EXPECT_NE(c.problems()[0].find("no decoder"), std::string::npos);
+  c.model.kind = model::kDecoderOnly;
+  c.analysis_stack = "encoder";
+  ASSERT_EQ(c.problems().size(), 1u);
+  EXPECT_NE(c.problems()[0].find("no encoder"), std::string::npos);
+  c.model.kind = model::kEncoderDecoder;
+  c.analysis_setting = false;
+  ASSERT_FALSE(c.problems().empty());
+  EXPECT_NE(c.problems()[0].find("needs --analysis-setting"), std::string::npos);
 }
 
 // The analogues of Lemma 2 (docs/probe.md) in the analysis setting, each derived here from
