@@ -154,9 +154,11 @@ struct AnalysisStack {
 // encoder-decoder's encoder and then its decoder, whose cross-attention reads the encoder's output.
 std::vector<AnalysisStack> analysis_stacks(const model::Model& net, bool cross_attention) {
   if (auto ed = std::dynamic_pointer_cast<model::Seq2SeqImpl>(net.ptr())) {
-    AnalysisStack encoder{"encoder", ed->encoder->layers, ed->encoder->layer_norm, ed->encoder->embed_tokens->weight};
+    const auto& e = ed->encoder;
+    const auto& d = ed->decoder;
+    AnalysisStack encoder{"encoder", e->layers, e->layer_norm, e->embed_tokens->weight};
     if (!cross_attention) return {encoder};
-    return {encoder, {"decoder", ed->decoder->layers, ed->decoder->layer_norm, ed->decoder->embed_tokens->weight, true}};
+    return {encoder, {"decoder", d->layers, d->layer_norm, d->embed_tokens->weight, true}};
   }
   if (auto eo = std::dynamic_pointer_cast<model::EncoderOnlyImpl>(net.ptr()))
     return {{"encoder", eo->encoder->layers, eo->encoder->layer_norm, eo->encoder->embed_tokens->weight}};
@@ -212,7 +214,8 @@ std::vector<ProbeBatch> make_probe_batches(const ProbeConfig& c, const BatchSour
     ProbeBatch b;
     b.x0 = torch::randn({in.sentences, in.length, c.model.d_model}, gen, torch::kFloat32);
     b.target = torch::randint(kNumSpecialTokens, source.vocab_size(), {in.sentences, in.length}, gen, torch::kInt64);
-    if (c.cross_attention_analysis()) b.y0 = torch::randn({in.sentences, in.length, c.model.d_model}, gen, torch::kFloat32);
+    if (c.cross_attention_analysis())
+      b.y0 = torch::randn({in.sentences, in.length, c.model.d_model}, gen, torch::kFloat32);
     out.push_back(std::move(b));
   }
   return out;
@@ -227,8 +230,9 @@ torch::Tensor batch_loss(model::Model net, const ProbeBatch& b, double eps) {
     torch::Tensor x, memory;  // memory: the encoder's output, read by a decoder's cross-attention
     for (const auto& stack : stacks) {
       x = memory.defined() ? b.y0 : b.x0;  // (B,T,C)
+      const auto memory_mask = memory.defined() ? mask : torch::Tensor();
       for (const auto& layer : *stack.layers)
-        x = stack.causal ? layer->as<model::DecoderLayerImpl>()->forward(x, mask, memory, memory.defined() ? mask : memory)
+        x = stack.causal ? layer->as<model::DecoderLayerImpl>()->forward(x, mask, memory, memory_mask)
                          : layer->as<model::EncoderLayerImpl>()->forward(x, mask);
       if (stack.final_norm) x = stack.final_norm->forward(x);
       memory = x;
@@ -688,9 +692,12 @@ std::vector<std::string> ProbeConfig::analysis_stack_problems() const {
   if (analysis_stack != "encoder" && analysis_stack != "decoder")
     return {"--analysis-stack: encoder or decoder, got '" + analysis_stack + "'"};
   if (!analysis_setting) return {"--analysis-stack needs --analysis-setting"};
-  if (sweep) return {"--analysis-stack: --sweep reads the stack of Theorem 1 (the encoder, or a decoder-only model's decoder)"};
-  if (analysis_stack == "encoder" && !model.has_encoder()) return {"--analysis-stack encoder: the model has no encoder"};
-  if (analysis_stack == "decoder" && !model.has_decoder()) return {"--analysis-stack decoder: the model has no decoder"};
+  if (sweep)
+    return {"--analysis-stack: --sweep reads the stack of Theorem 1 (the encoder, or a decoder-only model's decoder)"};
+  if (analysis_stack == "encoder" && !model.has_encoder())
+    return {"--analysis-stack encoder: the model has no encoder"};
+  if (analysis_stack == "decoder" && !model.has_decoder())
+    return {"--analysis-stack decoder: the model has no decoder"};
   return {};
 }
 
