@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """Tables of recipes/warmup_auto.toml's run (docs/results.md, "Warm-up that chooses itself").
 
-    python3 scripts/warmup_auto.py RUN_DIR [--csv FILE] [--md FILE]
+    python3 scripts/warmup_auto.py RUN_DIR [--with KEPT.csv ...] [--csv FILE] [--md FILE]
 
 Reads every cell's metrics.jsonl (the last validation loss; a diverged run counts as +inf) and an
 auto cell's warmup.jsonl (the ramp's length, its measurements' seconds). Writes RUN_DIR/
 warmup_auto.csv (one row per cell and seed: what docs/data/warmup_auto/ keeps) and RUN_DIR/
-warmup_auto.md (the tables), and prints the summary.
+warmup_auto.md (the tables), and prints the summary. `--with` adds the rows of a csv this script wrote (docs/data/warmup_auto/),
+so that a new arm run today is compared with the kept arms without re-running them; a cell of
+RUN_DIR replaces the kept row of the same arm, scheme, lr and seed.
 
 One margin everywhere: a loss a is worse than b when a > b + max(0.02, 0.01 b).
 - tuned: per configuration (scheme, lr), the fixed warm-up (w0, w1, w5, w10, w25) of lowest mean
@@ -27,8 +29,10 @@ import statistics
 import sys
 
 FIXED = ["w0", "w1", "w5", "w10", "w25"]
-# auto: the default rule (--warmup-auto-every-ratio 0.05); autoN: --warmup-auto-every N updates.
-OTHERS = ["auto", "auto5", "auto10", "auto20", "auto25", "auto100", "radam", "giadam", "mayarats"]
+# auto: the default rule (--warmup-auto-every-ratio 0.05); autoN: --warmup-auto-every N updates;
+# autogi: the default rule on GI-Adam (--adam-init-v grad-squared).
+OTHERS = ["auto", "auto5", "auto10", "auto20", "auto25", "auto100", "autogi", "radam", "giadam", "mayarats"]
+KEPT_NUMBERS = {"lr": float, "seed": int, "valid_loss": float, "diverged": int}
 CELL = re.compile(r"^(?P<arm>[a-z0-9]+)_lr=(?P<lr>[^_]+)_scheme=(?P<scheme>.+)_seed=(?P<seed>\d+)$")
 
 
@@ -71,17 +75,38 @@ def read_ramp(path):
             "measure_s": sum(r.get("seconds", 0.0) for r in recs)}
 
 
+def read_kept(path):
+    """The rows of a csv this script wrote, typed as read_cell's rows are (empty fields dropped)."""
+    if not os.path.isfile(path):
+        sys.exit(f"warmup_auto.py: --with {path}: no such file")
+    rows = []
+    for line, r in enumerate(csv.DictReader(open(path)), start=2):
+        try:
+            row = {k: KEPT_NUMBERS.get(k, str)(v) for k, v in r.items() if v != ""}
+            row["wall_s"] = float(r["wall_s"]) if r.get("wall_s") else None
+            if row["arm"] not in FIXED + OTHERS:
+                raise ValueError(f"unknown arm {row['arm']}")
+        except (KeyError, ValueError) as e:
+            sys.exit(f"warmup_auto.py: {path}:{line}: not a row of this script's csv ({e})")
+        for k in ("start_factor", "measure_s"):
+            if k in row:
+                row[k] = float(row[k])
+        rows.append(row)
+    return rows
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("run")
+    p.add_argument("--with", dest="kept", action="append", default=[], metavar="KEPT.csv")
     p.add_argument("--csv")
     p.add_argument("--md")
     a = p.parse_args()
     cells = os.path.join(a.run, "cells")
-    if not os.path.isdir(cells):
+    if not os.path.isdir(cells) and not a.kept:
         sys.exit(f"warmup_auto.py: {cells}: no such folder (run recipes/warmup_auto.toml into {a.run} first)")
     rows = []
-    for name in sorted(os.listdir(cells)):
+    for name in sorted(os.listdir(cells)) if os.path.isdir(cells) else []:
         m = CELL.match(name)
         if not m or m["arm"] not in FIXED + OTHERS:
             continue
@@ -90,10 +115,14 @@ def main():
                "valid_loss": loss, "diverged": int(not math.isfinite(loss)), "wall_s": wall}
         row.update(read_ramp(os.path.join(cells, name)))
         rows.append(row)
+    key = lambda r: (r["arm"], r["scheme"], r["lr"], r["seed"])
+    ran = {key(r) for r in rows}
+    for path in a.kept:
+        rows = [r for r in read_kept(path) if key(r) not in ran] + rows
     if not rows:
         sys.exit(f"warmup_auto.py: no cell of recipes/warmup_auto.toml in {cells}")
 
-    res = {(r["arm"], r["scheme"], r["lr"], r["seed"]): r for r in rows}
+    res = {key(r): r for r in rows}
     configs = sorted({(r["scheme"], r["lr"]) for r in rows})
     seeds = sorted({r["seed"] for r in rows})
     arms = [x for x in FIXED + OTHERS if any(r["arm"] == x for r in rows)]

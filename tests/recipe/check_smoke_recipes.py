@@ -447,6 +447,13 @@ def main():
                     first = json.loads(open(os.path.join(cell(c), "warmup.jsonl")).readline())
                     want = min(1.0, 38 / (first["preconditioned_lambda_max"] * float(t["lr"])))
                     check(close(first["factor"], want, 1e-12), f"{c}: start factor {first['factor']} vs {want}")
+            # --with: the kept csv alone gives the same tables as the cells it was written from.
+            kept = os.path.join(out, "kept")
+            os.makedirs(kept, exist_ok=True)
+            r = subprocess.run([sys.executable, os.path.join(scripts, "warmup_auto.py"), kept, "--with",
+                                os.path.join(out, "warmup_auto.csv")], capture_output=True, text=True, timeout=60)
+            check(r.returncode == 0 and open(os.path.join(kept, "warmup_auto.md")).read()
+                  == open(os.path.join(out, "warmup_auto.md")).read(), f"warmup_auto.py --with: {r.stderr[-400:]}")
             r = subprocess.run([sys.executable, os.path.join(scripts, "warmup_predictor.py"), out, "--fit-schemes",
                                 "post-ln"], capture_output=True, text=True, timeout=60)
             check(r.returncode == 0, f"warmup_predictor.py: {r.stderr[-400:]}")
