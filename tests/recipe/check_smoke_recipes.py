@@ -22,7 +22,8 @@ records, each auto ramp's start against 38 / (lambda_0 lr); scripts/warmup_predi
 `recipe.lm_recipes_smoke` runs the decoder-only lm_sharpness, lm_lr_sensitivity (lr_sensitivity's
 checks) and lm_lr_transfer (lr_transfer_width's script check; mup = sp at its base width w1),
 umup_alphas (each cell's recorded alphas, scripts/umup_alphas.py's best values and the claims against
-the cells' own records) and the encoder-only xiong_fig5, with
+the cells' own records) and the encoder-only xiong_fig5 (scripts/xiong_fig5.py's mean best accuracies
+against the report's claims, its last validation losses against summary.csv), with
 --data ../shared/data/lm (a recipe without a [synth] task reads that text)."""
 import csv
 import json
@@ -426,6 +427,27 @@ def main():
             want = "reproduced" if final["wsd"] - final["cosine"] < 0.02 else "not reproduced"
             text = next(c["text"] for c in claims if c["rule"].startswith("final_valid_loss(wsd)"))
             check(verdicts[text] == want, f"optimizer_warmup: WSD claim {verdicts[text]}, Python says {want}")
+
+        if name == "xiong_fig5":
+            # scripts/xiong_fig5.py's mean best dev accuracy per task and scheme against the report's
+            # claims (C++), and its validation records against the pre-training cells' summary rows.
+            scripts = os.path.join(os.path.dirname(args.recipes), "scripts")
+            r = subprocess.run([sys.executable, os.path.join(scripts, "xiong_fig5.py"), out], capture_output=True,
+                               text=True, timeout=60)
+            check(r.returncode == 0, f"xiong_fig5.py: {r.stderr[-400:]}")
+            for task in ("next-line", "word-order"):
+                for scheme in ("post-ln", "pre-ln"):
+                    got = table_numbers(r.stdout, "| task | scheme |", f"{task} | {scheme}")
+                    said = re.search(re.escape(f"mean(best_valid_accuracy(ft-{task}-{scheme}_*)) = ") + r"([0-9.e-]+)",
+                                     md)
+                    check(got is not None and said is not None and close(got[-1], float(said[1]), 1e-3),
+                          f"xiong_fig5.py {task} {scheme}: {got} vs the report's {said and said[1]}")
+            final = {x["cell"]: x["final_valid_loss"] for x in rows(os.path.join(out, "summary.csv"))}  # 6 digits
+            last = {}
+            for x in rows(os.path.join(out, "pretraining.csv")):
+                last[x["cell"]] = x["valid_loss"]  # in step order
+            check(last and all(close(float(v), float(final[c]), 1e-5) for c, v in last.items()),
+                  f"xiong_fig5.py pre-training: {last} vs {final}")
 
         if name == "warmup_auto":
             # scripts/warmup_auto.py: a row per training cell, its loss the cell's last validation
