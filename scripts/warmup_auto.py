@@ -35,7 +35,8 @@ FIXED = ["w0", "w1", "w5", "w10", "w25"]
 # auto: the default rule (--warmup-auto-every-ratio 0.05); autoN: --warmup-auto-every N updates;
 # autogi: the default rule on GI-Adam (--adam-init-v grad-squared).
 OTHERS = ["auto", "auto5", "auto10", "auto20", "auto25", "auto100", "autogi", "radam", "giadam", "mayarats"]
-KEPT_NUMBERS = {"lr": float, "seed": int, "valid_loss": float, "diverged": int}
+KEPT_NUMBERS = {"lr": float, "seed": int, "valid_loss": float, "diverged": int, "start_factor": float,
+                "measure_s": float}
 CELL = re.compile(r"^(?P<arm>[a-z0-9]+)_lr=(?P<lr>[^_]+)_scheme=(?P<scheme>.+)_seed=(?P<seed>\d+)$")
 
 
@@ -91,9 +92,6 @@ def read_kept(path):
                 raise ValueError(f"unknown arm {row['arm']}")
         except (KeyError, ValueError) as e:
             sys.exit(f"warmup_auto.py: {path}:{line}: not a row of this script's csv ({e})")
-        for k in ("start_factor", "measure_s"):
-            if k in row:
-                row[k] = float(row[k])
         rows.append(row)
     return rows
 
