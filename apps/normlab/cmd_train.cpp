@@ -74,16 +74,20 @@ Runner add_training_command(CLI::App& app, const GlobalOptions& global, bool fin
     bool curvature = false;  // --curvature: the series at CurvatureConfig::kDefaultEvery
     std::string precision = "fp32";
     DistCliOptions dist;
+    std::string pooling;  // finetune's --classifier-pooling as given
   };
   auto o = std::make_shared<Options>();
   add_options(*cmd, train::train_options(), o->config);  // train/train_options.cpp
-  if (finetune)
+  if (finetune) {
+    const std::string group = "A trained model with layers added (docs/training.md)";
     cmd->add_option("--num-classes", o->config.init_from.classes,
                     "a classification head of K classes on --init-from's encoder (docs/finetune.md)")
         ->check(CLI::NonNegativeNumber)
-        ->group("A trained model with layers added (docs/training.md)");
-  else
+        ->group(group);
+    add_classifier_pooling_option(*cmd, o->pooling, group);
+  } else {
     o->model.add_to(*cmd, /*with_vocab_size=*/false);
+  }
   add_precision_option(*cmd, o->precision);
   cmd->add_flag("--curvature", o->curvature,
                 "the curvature series every " + std::to_string(train::CurvatureConfig::kDefaultEvery) +
@@ -99,8 +103,9 @@ Runner add_training_command(CLI::App& app, const GlobalOptions& global, bool fin
       throw std::invalid_argument("finetune needs --init-from CKPT (or --init-from DIR --init-from-update U)");
     if (!c.init_from.checkpoint.empty()) {
       // The model and its vocabulary are the checkpoint's: a model flag would be ignored.
-      auto ignored = o->model.given({"--init", "--num-classes"});  // --init: the added layers'
+      auto ignored = o->model.given({"--init", "--num-classes", "--classifier-pooling"});  // --init: the added layers'
       if (!finetune) c.init_from.classes = o->model.classes();
+      c.init_from.pooling = finetune ? classifier_pooling(o->pooling) : o->model.pooling();
       if (cmd->get_option("--vocab-size")->count() > 0) ignored.push_back("--vocab-size");
       refuse_model_flags(ignored, "the model and its vocabulary come from --init-from " + c.init_from.checkpoint);
       c.init_from.added.init = model::parse_added_layer_init(init.empty() ? "xavier" : init);

@@ -20,6 +20,20 @@ void refuse_model_flags(const std::vector<std::string>& flags, const std::string
   if (!names.empty()) throw std::invalid_argument(names + ": " + source + "; drop them");
 }
 
+CLI::Option* add_classifier_pooling_option(CLI::App& cmd, std::string& value, const std::string& group) {
+  return cmd
+      .add_option("--classifier-pooling", value,
+                  "what a classifier's head reads (--num-classes): cls, the first position <s> (BERT's "
+                  "[CLS]; the default), or mean, the mean over the non-padding positions (docs/finetune.md)")
+      ->check(CLI::IsMember({"cls", "mean"}))
+      ->group(group);
+}
+
+std::optional<model::ClassifierPooling> classifier_pooling(const std::string& value) {
+  if (value.empty()) return std::nullopt;
+  return model::parse_classifier_pooling(value);
+}
+
 std::vector<std::string> ModelOptions::given(const std::vector<std::string>& except) const {
   std::vector<std::string> out;
   for (const auto* option : options_)
@@ -106,6 +120,7 @@ void ModelOptions::add_to(CLI::App& cmd, bool vocab_options) {
                  "encoder-only: a classification head of K classes on <s> instead of the masked-LM head "
                  "(docs/finetune.md; train --init-from: on the checkpoint's encoder)")
       ->check(CLI::NonNegativeNumber)->group(g);
+  add_classifier_pooling_option(cmd, pooling_, g);
   const auto all = cmd.get_options();
   options_.assign(all.begin() + static_cast<std::ptrdiff_t>(before), all.end());
 }
@@ -158,6 +173,7 @@ model::ModelConfig ModelOptions::resolve(bool vocab_from_data) const {
   if (!activation_.empty()) c.activation = model::parse_activation(activation_);
   if (no_scale_embedding_) c.scale_embedding = false;
   c.parametrisation = model::parse_parametrisation(parametrisation_);
+  c.pooling = pooling().value_or(model::ClassifierPooling::kCls);
   c.validate();
   if (vocab_from_data) c.src_vocab_size = c.tgt_vocab_size = 0;
   return c;

@@ -2,6 +2,7 @@
 // scheme overrides, dropout. Every explicit flag overrides the preset and the scheme.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,11 @@ torch::Dtype parse_dtype(const std::string& s);
 // `flags` is empty.
 void refuse_model_flags(const std::vector<std::string>& flags, const std::string& source);
 
+// --classifier-pooling cls|mean into `value` (as given; empty when not given), in `group`.
+CLI::Option* add_classifier_pooling_option(CLI::App& command, std::string& value, const std::string& group);
+// The pooling `value` names; nothing when empty.
+std::optional<model::ClassifierPooling> classifier_pooling(const std::string& value);
+
 class ModelOptions {
  public:
   // `vocab_options`: --vocab-size/--src-vocab-size/--tgt-vocab-size (not for commands whose
@@ -32,6 +38,8 @@ class ModelOptions {
   const std::string& scheme_name() const { return scheme_; }  // --scheme as given
   const std::string& init_name() const { return init_; }      // --init as given (may be empty)
   int64_t classes() const { return sizes_.classes; }          // --num-classes (0 when not given)
+  // --classifier-pooling (nothing when not given)
+  std::optional<model::ClassifierPooling> pooling() const { return classifier_pooling(pooling_); }
   // The explicit scheme flags, for commands that build several named schemes (--schemes).
   // Throws std::invalid_argument for an unknown value.
   model::SchemeOverrides scheme_overrides() const;
@@ -50,6 +58,7 @@ class ModelOptions {
   std::string form_ = "fairseq", positions_, activation_;  // positions_, activation_: as given (may be empty)
   bool no_scale_embedding_ = false;
   std::string parametrisation_ = "sp";
+  std::string pooling_;  // --classifier-pooling as given (may be empty)
   model::ModelConfig sizes_;  // holds the explicit size and dropout flags
   int64_t vocab_size_ = 0;
   int64_t layers_ = 0;  // --layers: encoder and decoder

@@ -51,6 +51,8 @@ constexpr Names<PositionEmbedding, 2> kPositionNames{{{PositionEmbedding::kSinus
 constexpr Names<Activation, 3> kActivationNames{{{Activation::kRelu, "relu"},
                                                  {Activation::kGelu, "gelu"},
                                                  {Activation::kGeluTanh, "gelu-tanh"}}};
+constexpr Names<ClassifierPooling, 2> kPoolingNames{{{ClassifierPooling::kCls, "cls"},
+                                                     {ClassifierPooling::kMean, "mean"}}};
 constexpr Names<Parametrisation, 3> kParametrisationNames{{{Parametrisation::kSp, "sp"},
                                                            {Parametrisation::kMup, "mup"},
                                                            {Parametrisation::kUmup, "u-mup"}}};
@@ -139,6 +141,7 @@ std::string to_string(SharedEmbeddings v) { return name_of(kShareNames, v); }
 std::string to_string(EmbeddingInit v) { return name_of(kEmbedInitNames, v); }
 std::string to_string(PositionEmbedding v) { return name_of(kPositionNames, v); }
 std::string to_string(Activation v) { return name_of(kActivationNames, v); }
+std::string to_string(ClassifierPooling v) { return name_of(kPoolingNames, v); }
 std::string to_string(Parametrisation v) { return name_of(kParametrisationNames, v); }
 
 NormPlacement parse_norm_placement(const std::string& s, const std::string& option) {
@@ -165,6 +168,9 @@ PositionEmbedding parse_position_embedding(const std::string& s, const std::stri
 }
 Activation parse_activation(const std::string& s, const std::string& option) {
   return parse(kActivationNames, s, option);
+}
+ClassifierPooling parse_classifier_pooling(const std::string& s, const std::string& option) {
+  return parse(kPoolingNames, s, option);
 }
 Parametrisation parse_parametrisation(const std::string& s, const std::string& option) {
   return parse(kParametrisationNames, s, option);
@@ -335,6 +341,8 @@ std::vector<std::string> kind_problems(const ModelConfig& c) {
     out.push_back("--num-classes must be 0 (no classifier) or at least 2, got " + std::to_string(c.classes));
   if (c.classes != 0 && c.kind != kEncoderOnly)
     out.push_back("--num-classes: a classification head sits on an encoder-only model, not " + c.kind);
+  if (c.pooling != ClassifierPooling::kCls && c.classes == 0)
+    out.push_back("--classifier-pooling " + to_string(c.pooling) + " is a classifier's: give --num-classes K");
   if (c.kind == kEncoderOnly && c.src_vocab_size != c.tgt_vocab_size)
     out.push_back("an " + c.kind + " model has one vocabulary, but source has " + std::to_string(c.src_vocab_size) +
                   " and target " + std::to_string(c.tgt_vocab_size) + " entries");
@@ -488,6 +496,7 @@ void to_json(nlohmann::json& j, const ModelConfig& c) {
   if (c.embedding_norm) j["embedding_norm"] = true;
   if (c.segment_types != 0) j["segment_types"] = c.segment_types;
   if (c.classes != 0) j["classes"] = c.classes;
+  if (c.pooling != ClassifierPooling::kCls) j["classifier_pooling"] = to_string(c.pooling);
   if (c.norm_free_encoder_layers != 0) j["norm_free_encoder_layers"] = c.norm_free_encoder_layers;
   if (c.norm_free_decoder_layers != 0) j["norm_free_decoder_layers"] = c.norm_free_decoder_layers;
   // And for the parametrisation: sp files stay byte for byte as before the option existed.
@@ -530,6 +539,7 @@ void from_json(const nlohmann::json& j, ModelConfig& c) {
   c.embedding_norm = j.value("embedding_norm", false);
   c.segment_types = j.value("segment_types", int64_t{0});
   c.classes = j.value("classes", int64_t{0});
+  c.pooling = parse_classifier_pooling(j.value("classifier_pooling", std::string("cls")), "classifier_pooling");
   c.norm_free_encoder_layers = j.value("norm_free_encoder_layers", int64_t{0});
   c.norm_free_decoder_layers = j.value("norm_free_decoder_layers", int64_t{0});
   c.parametrisation = parse_parametrisation(j.value("parametrisation", std::string("sp")), "parametrisation");

@@ -36,6 +36,10 @@ enum class PositionEmbedding { kSinusoidal, kLearned };
 // The feed-forward activation: ReLU (fairseq's default), GELU (erf; BERT, fairseq's "gelu"),
 // GELU's tanh approximation (GPT-2's "gelu_new", fairseq's "gelu_accurate").
 enum class Activation { kRelu, kGelu, kGeluTanh };
+// What an encoder-only classifier's head reads (--classifier-pooling; Hugging Face ModernBERT's
+// `classifier_pooling`): the first position, <s> (BERT's [CLS], "cls"), or the mean of the last
+// hidden states over the non-padding positions, <s> and </s> included ("mean").
+enum class ClassifierPooling { kCls, kMean };
 // How initialisation, forward multipliers and per-parameter learning rates scale with the width
 // (docs/width.md): standard (sp, every other setting's own), or muP (Yang et al. 2021, "Tensor
 // Programs V", Table 3 / Table 8 as the `mup` package implements them) relative to a base width
@@ -131,8 +135,10 @@ struct ModelConfig {
   bool embedding_norm = false;
   int64_t segment_types = 0;
   // An encoder-only model's classification head (RoBERTa's RobertaClassificationHead on the
-  // first position, <s>; --num-classes) in place of its masked-LM head: K classes, 0 none.
+  // first position, <s>, or on the mean: `pooling`; --num-classes) in place of its masked-LM
+  // head: K classes, 0 none.
   int64_t classes = 0;
+  ClassifierPooling pooling = ClassifierPooling::kCls;  // what the classification head reads
   SchemeSettings scheme;
   double rezero_alpha_init = 0.0; // ReZero's alpha at init (0 in the paper; tests set others)
   // The last N layers of the encoder's and of the decoder's stack have no norms, x + drop(f(x)),
@@ -190,6 +196,7 @@ std::string to_string(SharedEmbeddings v);
 std::string to_string(EmbeddingInit v);
 std::string to_string(PositionEmbedding v);
 std::string to_string(Activation v);
+std::string to_string(ClassifierPooling v);
 std::string to_string(Parametrisation v);
 // Parsers throw std::invalid_argument naming `option`, the value and the choices.
 NormPlacement parse_norm_placement(const std::string& s, const std::string& option = "--norm");
@@ -201,6 +208,8 @@ SharedEmbeddings parse_shared_embeddings(const std::string& s,
 EmbeddingInit parse_embedding_init(const std::string& s, const std::string& option = "--embed-init");
 PositionEmbedding parse_position_embedding(const std::string& s, const std::string& option = "--positions");
 Activation parse_activation(const std::string& s, const std::string& option = "--activation");
+ClassifierPooling parse_classifier_pooling(const std::string& s,
+                                           const std::string& option = "--classifier-pooling");
 Parametrisation parse_parametrisation(const std::string& s, const std::string& option = "--parametrisation");
 // The forms `--form` names: "fairseq" (the defaults), "gpt2" (learned positions, GELU-tanh, no
 // embedding scale; a decoder-only model gets GPT-2's init where the scheme's own is xavier) and

@@ -27,14 +27,20 @@ torch::Tensor MaskedLmHeadImpl::forward(const torch::Tensor& x) {
 }
 
 ClassificationHeadImpl::ClassificationHeadImpl(const ModelConfig& c)
-    : dropout_(c.dropout), readout_multiplier_(readout_multiplier(c)) {
+    : pooling_(c.pooling), dropout_(c.dropout), readout_multiplier_(readout_multiplier(c)) {
   dense = register_module("dense", torch::nn::Linear(c.d_model, c.d_model));
   out_proj = register_module("out_proj", torch::nn::Linear(c.d_model, c.classes));
 }
 
-torch::Tensor ClassificationHeadImpl::forward(const torch::Tensor& x) {
-  auto first = model::dropout(x.narrow(1, 0, 1), dropout_, is_training());  // (B,1,C): <s>
-  auto h = model::dropout(torch::tanh(linear(dense, first)), dropout_, is_training());
+torch::Tensor ClassificationHeadImpl::pooled(const torch::Tensor& x, const torch::Tensor& padding) const {
+  if (pooling_ == ClassifierPooling::kCls) return x.narrow(1, 0, 1);  // <s>
+  auto kept = padding.logical_not().unsqueeze(-1).to(x.scalar_type());  // (B,S,1): m_t
+  return (x * kept).sum(1, /*keepdim=*/true) / kept.sum(1, /*keepdim=*/true);
+}
+
+torch::Tensor ClassificationHeadImpl::forward(const torch::Tensor& x, const torch::Tensor& padding) {
+  auto pooled_x = model::dropout(pooled(x, padding), dropout_, is_training());  // (B,1,C)
+  auto h = model::dropout(torch::tanh(linear(dense, pooled_x)), dropout_, is_training());
   if (readout_multiplier_ != 1.0) h = h * readout_multiplier_;  // MuReadout
   return linear(out_proj, h);
 }
@@ -52,8 +58,8 @@ EncoderOnlyImpl::EncoderOnlyImpl(const ModelConfig& config) : ModelImpl(config) 
 
 torch::Tensor EncoderOnlyImpl::forward(const torch::Tensor& tokens, const torch::Tensor& segments) {
   auto guard = precision_guard();
-  auto hidden = encoder(tokens, segments).out;
-  return classification_head ? classification_head(hidden) : lm_head(hidden);
+  auto encoded = encoder(tokens, segments);
+  return classification_head ? classification_head(encoded.out, encoded.padding_mask) : lm_head(encoded.out);
 }
 
 torch::Tensor EncoderOnlyImpl::forward(const data::Batch& batch) {
@@ -90,10 +96,12 @@ bool is_classification_head_parameter(const std::string& name) {
   return name.rfind(kClassificationHeadPrefix, 0) == 0;
 }
 
-ClassifierFromTrained classifier_from(const EncoderOnly& trained, int64_t classes, uint64_t seed) {
+ClassifierFromTrained classifier_from(const EncoderOnly& trained, int64_t classes, ClassifierPooling pooling,
+                                      uint64_t seed) {
   auto config = trained->config();
   const bool keeps_head = config.classes == classes;
   config.classes = classes;
+  config.pooling = pooling;
   ClassifierFromTrained out{EncoderOnly(config), {}, {}, {}};
   torch::NoGradGuard no_grad;
   const auto from_parameters = trained->named_parameters(), from_buffers = trained->named_buffers();

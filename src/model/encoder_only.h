@@ -41,16 +41,22 @@ TORCH_MODULE(MaskedLmHead);
 // RoBERTa's RobertaClassificationHead (fairseq's roberta/model.py; Hugging Face's is the same
 // function in evaluation mode): logits = out_proj(dropout(tanh(dense(dropout(x_0))))), x_0 the
 // encoder's output at the first position (<s>, BERT's [CLS]); dropout p the model's --dropout
-// (Hugging Face's classifier_dropout default, hidden_dropout_prob).
+// (Hugging Face's classifier_dropout default, hidden_dropout_prob). With ClassifierPooling::kMean
+// x_0 is instead the mean over the non-padding positions, sum_t m_t x_t / sum_t m_t (Hugging Face
+// ModernBERT's classifier_pooling "mean", sentence-transformers' mean pooling), the rest the same.
 class ClassificationHeadImpl : public torch::nn::Module {
  public:
   explicit ClassificationHeadImpl(const ModelConfig& config);
-  torch::Tensor forward(const torch::Tensor& x);  // (B,S,C) -> (B,1,K)
+  // x (B,S,C), padding (B,S) bool, true at padding -> (B,1,K)
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& padding);
 
   torch::nn::Linear dense{nullptr};     // C x C
   torch::nn::Linear out_proj{nullptr};  // K x C
 
  private:
+  torch::Tensor pooled(const torch::Tensor& x, const torch::Tensor& padding) const;  // (B,1,C)
+
+  ClassifierPooling pooling_;
   double dropout_;
   double readout_multiplier_;  // model/width.h (out_proj is a MuReadout)
 };
@@ -81,12 +87,14 @@ TORCH_MODULE(EncoderOnly);
 // A classifier of `classes` classes on a trained encoder-only model (fine-tuning, train
 // --init-from): the encoder's parameters copied, the new head initialised as the model's
 // scheme initialises one (init.h) under torch's generator seeded by `seed`. A trained masked
-// LM's lm_head is left behind; a trained classifier of the same K keeps its head.
+// LM's lm_head is left behind; a trained classifier of the same K keeps its head (its pooling
+// may change: the head's parameters are the same).
 struct ClassifierFromTrained {
   EncoderOnly model{nullptr};
   std::vector<std::string> copied, dropped, initialised;  // parameter names
 };
-ClassifierFromTrained classifier_from(const EncoderOnly& trained, int64_t classes, uint64_t seed);
+ClassifierFromTrained classifier_from(const EncoderOnly& trained, int64_t classes, ClassifierPooling pooling,
+                                      uint64_t seed);
 
 // The stored names of a classifier's head start with this ("classification_head.dense.weight").
 inline constexpr const char* kClassificationHeadPrefix = "classification_head.";

@@ -223,6 +223,8 @@ std::vector<std::string> hf_bert_problems(const ModelConfig& c) {
   if (c.positions != PositionEmbedding::kLearned) p.push_back("sinusoidal positions (BERT learns them; --form bert)");
   if (c.segment_types == 0) p.push_back("no segment table (BERT has token types; --form bert)");
   if (!c.embedding_norm) p.push_back("no norm on the embedding (BERT's embeddings.LayerNorm; --form bert)");
+  if (c.pooling != ClassifierPooling::kCls)
+    p.push_back("--classifier-pooling " + to_string(c.pooling) + " (BertForSequenceClassification reads [CLS])");
   return p;
 }
 

@@ -38,7 +38,10 @@ std::optional<model::LoadedModel> load_init_from(TrainConfig& c) {
     throw std::invalid_argument("--init-from " + file + ": holds no vocabulary (not a checkpoint of normlab train)");
   core::throw_if_problems(model::added_layer_problems(trained, c.init_from.added));
   c.model = model::grown_config(trained, c.init_from.added);
-  if (c.init_from.classes > 0) c.model.classes = c.init_from.classes;
+  if (c.init_from.classes > 0) {
+    c.model.classes = c.init_from.classes;
+    c.model.pooling = c.init_from.pooling.value_or(model::ClassifierPooling::kCls);
+  }
   c.model.src_vocab_size = c.model.tgt_vocab_size = 0;  // from the vocabulary, as for every run
   return base;
 }
@@ -83,11 +86,14 @@ namespace {
 
 // A classifier on the trained encoder (encoder_only.h's classifier_from), its event recorded.
 model::Model classifier_model(const TrainConfig& c, const model::LoadedModel& base, RunDir& dir) {
-  const auto made = model::classifier_from(model::as_encoder_only(base.model, "--init-from"), c.model.classes, c.seed);
+  const auto made = model::classifier_from(model::as_encoder_only(base.model, "--init-from"), c.model.classes,
+                                           c.model.pooling, c.seed);
   const auto file = init_from_file(c.init_from);
   const nlohmann::json event = {{"event", "init_from"},     {"update", 0},
                                 {"checkpoint", file},
-                                {"num_classes", c.model.classes}, {"copied", made.copied.size()},
+                                {"num_classes", c.model.classes},
+                                {"classifier_pooling", model::to_string(c.model.pooling)},
+                                {"copied", made.copied.size()},
                                 {"initialised", made.initialised}, {"dropped", made.dropped}};
   dir.record(event);
   dir.line("normlab train: a " + std::to_string(c.model.classes) + "-class classifier on " + file + ": " + std::to_string(made.copied.size()) + " tensors copied, " +

@@ -15,6 +15,9 @@ BestMetric parse_best_metric(const std::string& s) { return best_metrics().parse
 std::vector<std::string> InitFromConfig::problems() const {
   std::vector<std::string> out = init_from_options().problems(*this);
   for (auto& p : model::added_count_problems(added)) out.push_back(p);
+  if (pooling && classes == 0)
+    out.push_back("--classifier-pooling " + model::to_string(*pooling) +
+                  " chooses a new classifier's pooling: give --num-classes K");
   if (checkpoint.empty()) {
     if (added.encoder > 0 || added.decoder > 0)
       out.push_back("--add-encoder-layers/--add-decoder-layers add layers to a trained model: give --init-from CKPT");
@@ -127,6 +130,7 @@ void to_json(nlohmann::json& j, const TrainConfig& c) {
   else
     j["init_from"]["init"] = model::to_string(c.init_from.added.init);
   if (c.init_from.classes > 0) j["init_from"]["num_classes"] = c.init_from.classes;
+  if (c.init_from.pooling) j["init_from"]["classifier_pooling"] = model::to_string(*c.init_from.pooling);
 }
 
 std::vector<std::string> incompatible_changes(const nlohmann::json& saved, const nlohmann::json& now) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,8 @@ struct InitFromConfig {
   // --num-classes K (a command line's model flag, recorded here): a classification head of K
   // classes on the checkpoint's encoder; 0: the checkpoint's own head.
   int64_t classes = 0;
+  // --classifier-pooling with --num-classes: what the new head reads (unset: cls, <s>).
+  std::optional<model::ClassifierPooling> pooling;
   std::vector<std::string> problems() const;  // every problem, naming the option
 };
 
