@@ -13,9 +13,12 @@ cross-entropy must equal `normlab score`'s nll (relative 1e-5). Decoder-only lin
   bert-untied    the same with an untied head and GELU-tanh (hidden_act gelu_new)
   bert-classifier  the same with a 3-class classification head (--num-classes 3), loaded as
                  BertForSequenceClassification; rows `<s> A </s> B </s>` with token types 1 after
-                 the first </s>, and `normlab score`'s nll against transformers' cross entropy
+                 the first </s>, and `normlab score`'s nll against transformers' cross entropy;
+                 and with --classifier-pooling mean against the mean of transformers' last
+                 hidden states through the same head, by hand (a mean-pooled export is refused)
 A fairseq-form model (tokens x sqrt(C)), a Post-LN decoder-only one, a Pre-LN encoder-only one
-and an encoder-only one in fairseq's form are refused with one line, exit 2.
+an encoder-only one in fairseq's form and a mean-pooled classifier are refused with one line,
+exit 2.
 """
 
 import argparse
@@ -48,6 +51,8 @@ REFUSED = {
     "bert-fairseq-form": (ENCODER + ["--scheme", "post-ln"], "sinusoidal positions (BERT learns them"),
 }
 CLASSIFIER = ENCODER + ["--scheme", "post-ln", "--form", "bert", "--num-classes", 3]
+REFUSED["bert-classifier-mean"] = (CLASSIFIER + ["--classifier-pooling", "mean"],
+                                   "--classifier-pooling mean (BertForSequenceClassification reads [CLS])")
 LOGIT_TOLERANCE = 1e-5
 NLL_TOLERANCE = 1e-5
 
@@ -126,39 +131,65 @@ def check_case(args, name, flags, lines):
     return failures
 
 
-def check_classifier(args, lines):
-    """transformers' BertForSequenceClassification on normlab's export, against `normlab score` of a
-    classifier: rows A </s> B </s> (pairs of the random lines) and one class id each."""
-    work = args.workdir / "bert-classifier"
-    work.mkdir(parents=True, exist_ok=True)
-    checkpoint = work / "model.ckpt"
-    run(args.normlab, "init", *SIZES, *CLASSIFIER, "--out", checkpoint)
-    run(args.normlab, "export", "--checkpoint", checkpoint, "--format", "hf", "--out", work / "hf")
-    hf = BertForSequenceClassification.from_pretrained(work / "hf").eval()
-    pairs = [(lines[0], lines[1]), (lines[2], []), (lines[1], lines[2]), (lines[3][:8], lines[0])]
-    given = [a + [EOS] + (b + [EOS] if b else []) for a, b in pairs]
-    labels = [[i % 3] for i in range(len(given))]
+def classifier_score(args, work, checkpoint, pairs, labels):
+    """`normlab score`'s nll and example count of a classifier on rows A </s> B </s>."""
     score = json.loads([line for line in run(args.normlab, "score", "--checkpoint", checkpoint,
                                              "--src-ids", write_ids(work / "a.ids", [a for a, _ in pairs]),
                                              "--second-ids", write_ids(work / "b.ids", [b for _, b in pairs]),
                                              "--tgt-ids", write_ids(work / "labels.ids", labels),
                                              "--label-smoothing", 0, "--json").stdout.splitlines()
                         if line.startswith("{")][-1])
-    nll = 0.0
+    return score["nll"], score["tokens"]
+
+
+def mean_pooled_logits(hf, ids, types):
+    """The mean-pooled head by hand on transformers' encoder: the mean of the last hidden states
+    over the row's positions (one row: no padding), then BERT's pooler dense + tanh and classifier."""
+    hidden = hf.bert(torch.tensor([ids]), token_type_ids=torch.tensor([types])).last_hidden_state[0]
+    return hf.classifier(torch.tanh(hf.bert.pooler.dense(hidden.mean(0))))[None]
+
+
+def check_classifier(args, lines):
+    """transformers' BertForSequenceClassification on normlab's export, against `normlab score` of a
+    classifier: rows A </s> B </s> (pairs of the random lines, padded in normlab's batch) and one
+    class id each. The same classifier with --classifier-pooling mean (same seed: the same weights,
+    checked) against the mean of transformers' last hidden states through the same head by hand."""
+    work = args.workdir / "bert-classifier"
+    work.mkdir(parents=True, exist_ok=True)
+    checkpoint, mean_checkpoint = work / "model.ckpt", work / "mean.ckpt"
+    run(args.normlab, "init", *SIZES, *CLASSIFIER, "--out", checkpoint)
+    run(args.normlab, "init", *SIZES, *CLASSIFIER, "--classifier-pooling", "mean", "--out", mean_checkpoint)
+    run(args.normlab, "export", "--checkpoint", checkpoint, "--format", "hf", "--out", work / "hf")
+    hf = BertForSequenceClassification.from_pretrained(work / "hf").eval()
+    failures = []
+    for ckpt in (checkpoint, mean_checkpoint):
+        run(args.normlab, "export", "--checkpoint", ckpt, "--out", ckpt.with_suffix(".pt"))
+    cls_state, mean_state = (load_weights(ckpt.with_suffix(".pt"))[0] for ckpt in (checkpoint, mean_checkpoint))
+    if cls_state.keys() != mean_state.keys() or any(not torch.equal(cls_state[k], mean_state[k]) for k in cls_state):
+        failures.append("bert-classifier: --classifier-pooling mean changed the weights of the same seed")
+    pairs = [(lines[0], lines[1]), (lines[2], []), (lines[1], lines[2]), (lines[3][:8], lines[0])]
+    given = [a + [EOS] + (b + [EOS] if b else []) for a, b in pairs]
+    labels = [[i % 3] for i in range(len(given))]
+    nll = {"cls": 0.0, "mean": 0.0}
     with torch.no_grad():
         for row, label in zip(given, labels):
             ids = [BOS] + row
             first_eos = ids.index(EOS)
             types = [0 if j <= first_eos else 1 for j in range(len(ids))]
-            logits = hf(torch.tensor([ids]), token_type_ids=torch.tensor([types])).logits[0]
-            nll += torch.nn.functional.cross_entropy(logits.double()[None], torch.tensor(label)).item()
-    failures = []
-    error = abs(score["nll"] - nll) / nll
-    if error > NLL_TOLERANCE or score["tokens"] != len(given):
-        failures.append(f"bert-classifier: normlab score nll {score['nll']} over {score['tokens']} examples, "
-                        f"transformers {nll} over {len(given)}: relative error {error:.3g}")
-    print(f"bert-classifier: transformers loaded {sum(p.numel() for p in hf.parameters())} parameters; "
-          f"nll normlab {score['nll']:.6f} transformers {nll:.6f}")
+            logits = {"cls": hf(torch.tensor([ids]), token_type_ids=torch.tensor([types])).logits,
+                      "mean": mean_pooled_logits(hf, ids, types)}
+            for pooling, value in logits.items():
+                nll[pooling] += torch.nn.functional.cross_entropy(value.double(), torch.tensor(label)).item()
+    if abs(nll["cls"] - nll["mean"]) < 1e-3 * nll["cls"]:
+        failures.append(f"bert-classifier: the two poolings' losses do not differ ({nll}): the check cannot tell them")
+    for pooling, ckpt in (("cls", checkpoint), ("mean", mean_checkpoint)):
+        ours, examples = classifier_score(args, work, ckpt, pairs, labels)
+        error = abs(ours - nll[pooling]) / nll[pooling]
+        if error > NLL_TOLERANCE or examples != len(given):
+            failures.append(f"bert-classifier ({pooling}): normlab score nll {ours} over {examples} examples, "
+                            f"transformers {nll[pooling]} over {len(given)}: relative error {error:.3g}")
+        print(f"bert-classifier ({pooling}): nll normlab {ours:.6f} transformers {nll[pooling]:.6f}")
+    print(f"bert-classifier: transformers loaded {sum(p.numel() for p in hf.parameters())} parameters")
     return failures
 
 

@@ -6,12 +6,14 @@ pages), a tiny masked LM saving a checkpoint every 4 updates, `normlab lm-tasks`
 - with --pretrained-lr-scale 0 the classifier's encoder tensors are checkpoint_1_4.pt's bit for bit
   (and differ from checkpoint_1_8.pt's), its head is new, the masked-LM head is left behind, and
   the init_from record says so;
+- --classifier-pooling mean is recorded (config.json, the init_from record) and validates
+  differently from <s>'s head on the same frozen encoder;
 - validation records carry valid_accuracy in [0, 1] with valid_tokens the dev set's examples;
   eval-lm on dev.tsv repeats the last validation's accuracy and loss (the same examples);
 - a classifier resumes bit for bit: 6 updates in one run equal 3, then 3 more after a restart;
 - bad input gets one error line and exit 2: an update with no checkpoint (the line lists those there
   are), a label missing or not below --num-classes (FILE:LINE), finetune without --init-from,
-  --num-classes on a checkpoint that is not encoder-only."""
+  --num-classes on a checkpoint that is not encoder-only, --classifier-pooling without --num-classes."""
 import json
 import os
 import sys
@@ -72,6 +74,19 @@ def main():
           and all(name.startswith("lm_head.") for name in event[0]["dropped"]) and event[0]["dropped"],
           f"the init_from record: {event}")
 
+    # --classifier-pooling mean: recorded in the run's model and the init_from record; the same
+    # frozen encoder and head draw (same seed) give another validation loss than <s>'s.
+    mean = w("mean")
+    run(normlab, *finetune(mean, "--max-steps", 3, "--pretrained-lr-scale", 0, "--classifier-pooling", "mean"))
+    with open(os.path.join(mean, "config.json")) as f:
+        config = json.load(f)
+    mean_event = [r for r in records(mean) if r.get("event") == "init_from"]
+    check(config["model"].get("classifier_pooling") == "mean" and mean_event
+          and mean_event[0]["classifier_pooling"] == "mean" and event[0]["classifier_pooling"] == "cls",
+          f"the pooling recorded: {config['model']}, {mean_event}")
+    first_valid = lambda d: [r["valid_nll"] for r in records(d) if "valid_nll" in r][0]
+    check(first_valid(mean) != first_valid(frozen), "mean pooling validates as <s> does")
+
     # Validation accuracy, and eval-lm on the same examples.
     valid = [r for r in records(frozen) if "valid_accuracy" in r]
     dev_examples = sum(1 for _ in open(dev_tsv))
@@ -115,6 +130,9 @@ def main():
             "--num-classes")
     refused(["finetune", "--num-classes", 2, "--train", train_tsv, "--valid", dev_tsv, "--max-steps", 1,
              "--out", w("bad4")], "--init-from")
+    refused(["finetune", "--init-from", os.path.join(checkpoints, "checkpoint_1_4.pt"), "--classifier-pooling",
+             "mean", "--train", train_tsv, "--valid", dev_tsv, "--max-steps", 1, "--out", w("bad6")],
+            "--classifier-pooling", "--num-classes")
     lm_ckpt = w("decoder.pt")
     run(normlab, "init", "--model-kind", "decoder-only", "--scheme", "pre-ln", "--layers", 1, "--d-model", 16,
         "--ffn-dim", 32, "--heads", 2, "--vocab-size", 50, "--out", lm_ckpt)
