@@ -448,6 +448,9 @@ def main():
                 last[x["cell"]] = x["valid_loss"]  # in step order
             check(last and all(close(float(v), float(final[c]), 1e-5) for c, v in last.items()),
                   f"xiong_fig5.py pre-training: {last} vs {final}")
+            poolings = {c: json.load(open(os.path.join(out, "cells", c, "config.json")))["model"].get("classifier_pooling")
+                        for c in os.listdir(os.path.join(out, "cells")) if c.startswith("ft-")}
+            check(poolings and set(poolings.values()) == {"mean"}, f"xiong_fig5 fine-tuning poolings: {poolings}")
 
         if name == "warmup_auto":
             # scripts/warmup_auto.py: a row per training cell, its loss the cell's last validation
