@@ -5,6 +5,7 @@
 
 #include "commands.h"
 #include "core/problems.h"
+#include "recipe/overrides.h"
 #include "recipe/runner.h"
 #include "report/claims.h"
 
@@ -16,6 +17,7 @@ Runner add_run_command(CLI::App& app, const GlobalOptions& global) {
                                  "re-running resumes, skipping finished cells");
   struct Options {
     std::string recipe, scale = "cpu", shard = "1/1";
+    std::vector<std::string> sets;  // --set, as given
     recipe::RunOptions run;
   };
   auto o = std::make_shared<Options>();
@@ -31,6 +33,10 @@ Runner add_run_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--test", r.test, "test text PREFIX")->group(data);
   cmd->add_option("--src", r.src, "source language suffix ({src})")->capture_default_str()->group(data);
   cmd->add_option("--tgt", r.tgt, "target language suffix ({tgt})")->capture_default_str()->group(data);
+  cmd->add_option("--set", o->sets,
+                  "[CELLS:]KEY=VALUE, repeatable: the cells' --KEY set to VALUE (true: the bare flag, false: "
+                  "left out); CELLS a glob over cell names, else every cell with --KEY (docs/recipes.md#overrides)")
+      ->allow_extra_args(false);
   cmd->add_flag("--retry-failed", r.retry_failed, "run failed cells again (finished ones are skipped)");
   cmd->add_flag("--dry-run", r.dry_run, "print every cell's name and command line; run and write nothing");
   const std::string parallel = "Parallel cells (docs/recipes.md#parallel-cells)";
@@ -59,7 +65,7 @@ Runner add_run_command(CLI::App& app, const GlobalOptions& global) {
       problems.push_back(e.what());
     }
     core::throw_if_problems(problems);
-    const auto rec = recipe::load_recipe(o->recipe, o->run.scale);
+    auto rec = recipe::load_recipe(o->recipe, o->run.scale);
     for (const auto& claim : rec.claims)
       report::check_rule(claim.rule, rec.path + ":" + std::to_string(claim.line));
     o->run.threads = global.threads;
@@ -76,6 +82,9 @@ Runner add_run_command(CLI::App& app, const GlobalOptions& global) {
       if (!sub->get_option_no_throw("--" + key)) return command + " has no option --" + key;
       return "";
     };
+    std::vector<recipe::Override> overrides;
+    for (const auto& spec : o->sets) overrides.push_back(recipe::parse_override(spec));
+    recipe::apply_overrides(rec, overrides, check);
     const auto results = recipe::run_recipe(rec, o->run, check);
     if (o->run.dry_run) return;
     int failed = 0;

@@ -47,6 +47,7 @@ struct Recipe {
   std::optional<data::SyntheticConfig> synth;  // the built-in task, when the recipe uses it
   std::vector<Cell> cells;                      // in file order, grids expanded
   std::vector<Claim> claims;
+  std::vector<std::string> overrides;           // `run --set` specs applied (recipe/overrides.h)
 };
 
 // The most cells a recipe expands to (the paper recipes have at most a few hundred).

@@ -323,6 +323,7 @@ void write_bookkeeping(const Recipe& recipe, const RunOptions& o, const std::str
                         {"scale", scale_name(o.scale)}, {"placeholders", nlohmann::json::object()},
                         {"cells", nlohmann::json::array()}};
   for (const auto& [k, v] : placeholders) run["placeholders"][k] = v;
+  if (!recipe.overrides.empty()) run["overrides"] = recipe.overrides;
   for (size_t i = 0; i < recipe.cells.size(); ++i)
     run["cells"].push_back({{"name", recipe.cells[i].name}, {"argv", argvs[i]}});
   core::write_file_atomic(out + "/run.json", run.dump(1) + "\n");

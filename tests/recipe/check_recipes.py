@@ -12,6 +12,7 @@
    stderr), the interrupted cell resumes and every cell ends ok or diverged; a third run runs
    nothing. Then `normlab report` draws its figures (valid PNG and SVG) and tables and gives a
    verdict line per claim; summary.csv has a row per cell with the status in cell.json."""
+import fnmatch
 import glob
 import itertools
 import json
@@ -64,10 +65,23 @@ def fmt(v):
     return repr(v) if isinstance(v, float) else str(v)
 
 
-def expected_cells(recipe, scale, data):
+def override(name, opts, spec):
+    """docs/recipes.md's `run --set [CELLS:]KEY=VALUE` on one cell's options: CELLS a glob over
+    cell names (the option added where missing), none: the cells that have KEY; true a flag, false
+    left out."""
+    cells, colon, rest = spec.partition(":")
+    if not colon or "=" not in rest:
+        cells, rest = "", spec
+    key, _, value = rest.partition("=")
+    if fnmatch.fnmatchcase(name, cells) if cells else key in opts:
+        opts[key] = {"true": True, "false": False}.get(value, value)
+
+
+def expected_cells(recipe, scale, data, sets=()):
     """Python's reading of docs/recipes.md's rules: defaults < cell options < [scale.S.CMD] <
     the cell's scale.S; a scalar sets an option (and ends a grid over it), a list replaces the
-    grid values of a key the cell grids over; grid keys sorted, the last varying fastest."""
+    grid values of a key the cell grids over; grid keys sorted, the last varying fastest; then
+    the --set overrides `sets` in order."""
     out = []
     for cell in recipe["cells"]:
         cmd = cell.get("command", "train")
@@ -88,6 +102,8 @@ def expected_cells(recipe, scale, data):
         for values in itertools.product(*(grid[k] for k in keys)):
             name = cell["name"] + "".join(f"_{k}={fmt(v)}" for k, v in zip(keys, values))
             all_opts = dict(opts, **dict(zip(keys, values)))
+            for spec in sets:
+                override(name, all_opts, spec)
             args = [cmd]
             for k in sorted(all_opts):
                 v = all_opts[k]
@@ -152,6 +168,26 @@ def main():
               str(next(((g, e) for g, e in zip(got, want) if g != e), None)))
         check(not os.path.exists(out), "--dry-run writes nothing")
     check(len(expected_cells(recipe, "smoke", "")) == 3 * 2 * 2 * 2 + 2 + 1, "smoke grid size")
+
+    # 1b. --set overrides: a glob adds or replaces, no glob replaces where the option is, true is a
+    # flag, false leaves it out, a later one wins; refused: a grid key, no cell, an unknown option.
+    sets = ["a_*:max-epochs=9", "clip-norm=2", "c:nesterov=true", "b_*:lr=0.25", "a_*optimizer=sgd*:seed=false",
+            "c:clip-norm=3"]
+    out = w("grid_set")
+    r = subprocess.run([args.normlab, "run", w("grid.toml"), "--out", out, "--scale", "smoke", "--data", w("d"),
+                        "--dry-run"] + [a for s in sets for a in ("--set", s)], capture_output=True, text=True)
+    got = [(l.split("\t")[0], l.split("\t")[1].split(" ")) for l in r.stdout.splitlines()]
+    want = [(name, argv + ["--out", os.path.join(out, "cells", name)])
+            for name, argv in expected_cells(recipe, "smoke", w("d"), sets)]
+    check(r.returncode == 0 and got == want and got != [(n, a) for n, a in expected_cells(recipe, "smoke", w("d"))],
+          f"--set: {r.stderr.strip()}; first difference: {next(((g, e) for g, e in zip(got, want) if g != e), None)}")
+    for spec, needle in (("a_*:lr=1", "--lr is a grid key of cell 'a_"), ("z*:lr=1", "no cell's name matches 'z*'"),
+                         ("momentum=1", "no cell has --momentum"), ("b_*:bogus=1", "train has no option --bogus"),
+                         ("lr", "expected [CELLS:]KEY=VALUE")):
+        r = subprocess.run([args.normlab, "run", w("grid.toml"), "--out", out, "--scale", "smoke", "--data", w("d"),
+                            "--dry-run", "--set", spec], capture_output=True, text=True)
+        check(r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and f"--set {spec}: " in r.stderr
+              and needle in r.stderr, f"--set {spec}: exit {r.returncode}, {r.stderr!r}")
 
     # 2. every shipped recipe at every scale
     for path in sorted(glob.glob(os.path.join(args.recipes, "*.toml"))):
