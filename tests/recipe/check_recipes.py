@@ -181,6 +181,12 @@ def main():
             for name, argv in expected_cells(recipe, "smoke", w("d"), sets)]
     check(r.returncode == 0 and got == want and got != [(n, a) for n, a in expected_cells(recipe, "smoke", w("d"))],
           f"--set: {r.stderr.strip()}; first difference: {next(((g, e) for g, e in zip(got, want) if g != e), None)}")
+    # run.json records the specs (one cell of a 1/100 shard, failing at once on the missing data).
+    subprocess.run([args.normlab, "run", w("grid.toml"), "--out", out, "--scale", "smoke", "--data", w("d"),
+                    "--shard", "1/100"] + [a for s in sets for a in ("--set", s)], capture_output=True, text=True)
+    run_json = json.load(open(os.path.join(out, "run.json")))
+    check(run_json.get("overrides") == sets and run_json["cells"][0]["argv"][1:] == want[0][1][1:],
+          f"run.json: overrides {run_json.get('overrides')}, first argv {run_json['cells'][0]['argv']}")
     for spec, needle in (("a_*:lr=1", "--lr is a grid key of cell 'a_"), ("z*:lr=1", "no cell's name matches 'z*'"),
                          ("momentum=1", "no cell has --momentum"), ("b_*:bogus=1", "train has no option --bogus"),
                          ("lr", "expected [CELLS:]KEY=VALUE")):
