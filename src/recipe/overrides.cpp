@@ -81,9 +81,9 @@ void apply_overrides(Recipe& recipe, const std::vector<Override>& overrides, con
                                           : "no cell's name matches '" + o.cells + "'"));
       continue;
     }
-    std::string problem;
-    for (const auto* cell : selected)
-      if (problem.empty()) problem = cell_problem(*cell, o, check);
+    std::string problem;  // the first selected cell's that has one
+    for (auto it = selected.begin(); problem.empty() && it != selected.end(); ++it)
+      problem = cell_problem(**it, o, check);
     if (!problem.empty()) {
       problems.push_back("--set " + o.spec + ": " + problem);
       continue;
