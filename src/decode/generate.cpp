@@ -53,12 +53,13 @@ std::vector<std::vector<size_t>> same_length_groups(const std::vector<data::Sent
   return groups;
 }
 
-// The group's contexts `</s> prompt` (G, L+1): all but the last column fed into a new cache of
-// `positions` positions, whose G rows then become G * `copies` (each prompt's copies consecutive).
+// The group's contexts `</s> prompt` (G, L+1): all but the last column fed in one forward pass
+// into a new cache of `positions` positions, whose G rows then become G * `copies` (each
+// prompt's copies consecutive).
 model::DecoderCache prefill(model::DecoderImpl& decoder, const torch::Tensor& context, int64_t positions,
                             int64_t copies) {
   auto cache = decoder.start_decoding(positions);
-  for (int64_t p = 0; p + 1 < context.size(1); ++p) decoder.forward_step(context.slice(1, p, p + 1), cache);
+  decoder.prefill(context.slice(1, 0, context.size(1) - 1), cache);
   if (copies > 1) {
     auto rows = torch::arange(context.size(0), torch::TensorOptions(torch::kLong).device(context.device()));
     cache.reorder(rows.repeat_interleave(copies), {});

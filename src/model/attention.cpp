@@ -103,6 +103,13 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& query,
   return attend(q, key(kv[0]), kv[1], key_padding_mask, causal);
 }
 
+std::pair<torch::Tensor, KeyValues> MultiheadAttentionImpl::forward_prefill(const torch::Tensor& x) {
+  TORCH_CHECK(!unit_softmax_mult_, "a --parametrisation u-mup model is not decoded step by step");
+  auto qkv = project(x, {&q_proj, &k_proj, &v_proj});
+  KeyValues kv{key(qkv[1]), qkv[2]};
+  return {attend(scaled_query(qkv[0]), kv.k, kv.v, {}, /*causal=*/true), kv};
+}
+
 KeyValues MultiheadAttentionImpl::project_kv(const torch::Tensor& x) const {
   // Two products, not project(): a decoding step's input is one position, and stacking the
   // weights every step would copy them, and under bf16 cast the copy again (autocast caches

@@ -10,6 +10,7 @@
 #include <functional>
 #include <initializer_list>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "model/config.h"
@@ -35,6 +36,10 @@ class MultiheadAttentionImpl : public torch::nn::Module {
                         const torch::Tensor& key_padding_mask, bool causal);
   // x (B,L,C) -> its keys and values, each (B,H,L,D): what incremental decoding caches.
   KeyValues project_kv(const torch::Tensor& x) const;
+  // Causal self-attention over a prompt x (B,L,C) at positions 0..L-1, as forward(x, x, {}, true):
+  // the output (B,L,C) and the keys and values (B,H,L,D) its positions leave in a decoding cache
+  // (DecoderCache::fill), the same as L forward_step()s would (within float rounding).
+  std::pair<torch::Tensor, KeyValues> forward_prefill(const torch::Tensor& x);
   // One decoding step of encoder attention: query (N,1,C), the newest position, attends to the
   // memory's keys and values with N = B' * G: the G consecutive query rows of a sentence (its
   // beams) read it together (on the CPU fused, model/kernels/attention_step.h; elsewhere one

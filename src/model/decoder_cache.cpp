@@ -68,6 +68,32 @@ void DecoderCache::advance() {
   ++steps_;
 }
 
+void DecoderCache::fill(const std::vector<KeyValues>& layers) {
+  TORCH_CHECK(steps_ == 0 && !step_rows_.defined(), "DecoderCache: fill after ", steps_, " positions");
+  TORCH_CHECK(layers.size() == self_.size(), "DecoderCache: fill with ", layers.size(), " layers of ", self_.size());
+  const int64_t n = layers.front().k.size(0), positions = layers.front().k.size(2);
+  TORCH_CHECK(positions <= max_positions_, "DecoderCache: ", positions, " positions filled, made for ",
+              max_positions_);
+  if (positions == 0) return;
+  auto rows = torch::arange(n, torch::TensorOptions(torch::kLong).device(layers.front().k.device()))
+                  .view({n, 1})
+                  .expand({n, positions})
+                  .contiguous();
+  for (size_t l = 0; l < layers.size(); ++l) {
+    const auto& kv = layers[l];
+    TORCH_CHECK(kv.k.size(0) == n && kv.k.size(2) == positions && kv.v.sizes() == kv.k.sizes(),
+                "DecoderCache: layer ", l, "'s keys and values do not match layer 0's (N ", n, ", L ", positions, ")");
+    auto& history = self_[l];
+    for (int64_t p = 0; p < positions; ++p) {
+      history.k.push_back(kv.k.select(2, p).contiguous());
+      history.v.push_back(kv.v.select(2, p).contiguous());
+    }
+    history.rows = rows;
+  }
+  rows_ = rows;
+  steps_ = positions;
+}
+
 void DecoderCache::reorder(const torch::Tensor& rows, const torch::Tensor& sentences) {
   TORCH_CHECK(!step_rows_.defined(), "DecoderCache: reorder in the middle of step ", steps_);
   if (rows.defined() && rows_.defined()) rows_ = rows_.index_select(0, rows.to(rows_.device(), torch::kLong));

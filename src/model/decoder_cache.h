@@ -57,6 +57,11 @@ class DecoderCache {
   // positions 0..steps(). N = B * beam rows.
   const SelfHistory& append(size_t layer, const KeyValues& newest);
   void advance();  // the step is done (every layer appended): later append()s write the next position
+  // Positions 0..L-1 of every layer at once, into a cache fed nothing yet (a prompt in one
+  // forward pass: generate's prefill): `layers[l]` is layer l's keys and values (N,H,L,D). Each
+  // position is kept as append() keeps it, so the steps after it read the cache as if the L
+  // positions had come one step at a time.
+  void fill(const std::vector<KeyValues>& layers);
   const EncoderMemory& encoder(size_t layer) const { return encoder_[layer]; }
 
   // Row i becomes row rows[i] (int64 (N'); beams taking over other beams' prefixes, finished

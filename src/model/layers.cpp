@@ -116,9 +116,7 @@ torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x, const torch::Ten
     h = encoder_attn_block.forward(
         h, [&](const torch::Tensor& t) { return encoder_attn(t, encoder_out, encoder_padding_mask, false); },
         train);
-  return ffn_block.forward(
-      h, [&](const torch::Tensor& t) { return feed_forward(fc1, fc2, t, ffn_, train); },
-      train);
+  return feed_forward_block(h, train);
 }
 
 torch::Tensor DecoderLayerImpl::forward_step(const torch::Tensor& x, DecoderCache& cache, size_t index) {
@@ -132,9 +130,26 @@ torch::Tensor DecoderLayerImpl::forward_step(const torch::Tensor& x, DecoderCach
   if (encoder_attn)
     h = encoder_attn_block.forward(
         h, [&](const torch::Tensor& t) { return encoder_attn->forward_step(t, cache.encoder(index)); }, train);
-  return ffn_block.forward(
-      h, [&](const torch::Tensor& t) { return feed_forward(fc1, fc2, t, ffn_, train); },
+  return feed_forward_block(h, train);
+}
+
+torch::Tensor DecoderLayerImpl::forward_prefill(const torch::Tensor& x, std::vector<KeyValues>& kept) {
+  TORCH_CHECK(!encoder_attn, "forward_prefill: this decoder layer attends to an encoder");
+  const bool train = is_training();
+  auto h = self_attn_block.forward(
+      x,
+      [&](const torch::Tensor& t) {
+        auto [y, kv] = self_attn->forward_prefill(t);
+        kept.push_back(std::move(kv));
+        return y;
+      },
       train);
+  return feed_forward_block(h, train);
+}
+
+torch::Tensor DecoderLayerImpl::feed_forward_block(const torch::Tensor& h, bool train) {
+  return ffn_block.forward(
+      h, [&](const torch::Tensor& t) { return feed_forward(fc1, fc2, t, ffn_, train); }, train);
 }
 
 torch::Tensor activate(const torch::Tensor& x, Activation a) {
@@ -272,6 +287,15 @@ DecoderCache DecoderImpl::start_decoding(const EncoderOut& encoder, int64_t max_
 DecoderCache DecoderImpl::start_decoding(int64_t max_positions) {
   TORCH_CHECK(!layers[0]->as<DecoderLayerImpl>()->encoder_attn, "start_decoding: this decoder attends to an encoder");
   return DecoderCache(layers->size(), max_positions);
+}
+
+void DecoderImpl::prefill(const torch::Tensor& tokens, DecoderCache& cache) {
+  TORCH_CHECK(cache.steps() == 0, "prefill: the cache already holds ", cache.steps(), " positions");
+  if (tokens.size(1) == 0) return;
+  auto x = embedding_.forward(embed_tokens, embed_positions, tokens, is_training(), 0);  // (N,L,C)
+  std::vector<KeyValues> kept;
+  for (const auto& layer : *layers) x = layer->as<DecoderLayerImpl>()->forward_prefill(x, kept);
+  cache.fill(kept);
 }
 
 torch::Tensor DecoderImpl::forward_step(const torch::Tensor& token, DecoderCache& cache) {

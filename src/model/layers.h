@@ -55,6 +55,9 @@ class DecoderLayerImpl : public torch::nn::Module {
   // One decoding step: x (N,1,C) the newest position, earlier ones in `cache`, where this
   // is layer `index` -> (N,1,C).
   torch::Tensor forward_step(const torch::Tensor& x, DecoderCache& cache, size_t index);
+  // A prompt x (N,L,C) at positions 0..L-1 in one pass (no encoder attention) -> (N,L,C); the
+  // self-attention's keys and values (N,H,L,D) are appended to `kept` for DecoderCache::fill.
+  torch::Tensor forward_prefill(const torch::Tensor& x, std::vector<KeyValues>& kept);
 
   MultiheadAttention self_attn{nullptr}, encoder_attn{nullptr};  // encoder_attn: with an encoder only
   torch::nn::Linear fc1{nullptr}, fc2{nullptr};
@@ -62,6 +65,8 @@ class DecoderLayerImpl : public torch::nn::Module {
   ResidualBlock self_attn_block, encoder_attn_block, ffn_block;
 
  private:
+  torch::Tensor feed_forward_block(const torch::Tensor& h, bool train);
+
   FeedForwardSettings ffn_;
 };
 TORCH_MODULE(DecoderLayer);
@@ -138,6 +143,10 @@ class DecoderImpl : public torch::nn::Module {
   // earlier ones held in `cache` -> logits (N,V); advances cache. Equals the last row of
   // forward() on the whole prefix (within float rounding).
   torch::Tensor forward_step(const torch::Tensor& token, DecoderCache& cache);
+  // Feeds a prompt's tokens (N,L) at positions 0..L-1 into a fresh `cache` in one forward pass
+  // (decoder-only kind): the cache then holds what L forward_step()s would leave (within float
+  // rounding), without their logits.
+  void prefill(const torch::Tensor& tokens, DecoderCache& cache);
   // The output projection (V,C): the decoder's table when shared, else its own matrix.
   torch::Tensor output_weight() const;
 

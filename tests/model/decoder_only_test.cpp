@@ -70,6 +70,34 @@ TEST_P(DecoderOnlyCausal, ChangingLaterTokensLeavesEarlierLogits) {
   EXPECT_FALSE(torch::allclose(la.index({0, late}), lb.index({0, late})));
 }
 
+// A prompt fed in one pass (DecoderImpl::prefill, generate's) leaves the cache that steps
+// read as if it had come one position at a time: every later step's logits equal the full
+// forward pass over the prefix, also after rows are reordered (beams taking over prompts).
+TEST_P(DecoderOnlyCausal, PrefillThenStepsEqualTheFullForwardPass) {
+  auto net = model::DecoderOnly(decoder_only_config(GetParam()));
+  model::initialize(net, 7);
+  net->to(torch::kFloat64);
+  net->eval();
+  torch::NoGradGuard no_grad;
+  const int64_t T = 9, prompt = 5;
+  const auto tokens = torch::cat({distinct_tokens(T), distinct_tokens(T).flip(1)}, 0);  // (2,T)
+  const auto rows = torch::tensor(std::vector<int64_t>{1, 0, 1});
+  const auto reordered = tokens.index_select(0, rows);
+  auto cache = net->decoder->start_decoding(T);
+  net->decoder->prefill(tokens.slice(1, 0, prompt), cache);
+  EXPECT_EQ(cache.steps(), prompt);
+  EXPECT_THROW(net->decoder->prefill(tokens.slice(1, 0, 1), cache), c10::Error);  // only into a fresh cache
+  cache.reorder(rows, {});
+  for (int64_t t = prompt; t < T; ++t) {
+    const auto step = net->decoder->forward_step(reordered.slice(1, t, t + 1), cache);
+    const auto full = net->forward(reordered.slice(1, 0, t + 1)).select(1, t);
+    EXPECT_LT((step - full).abs().max().item<double>(), 1e-10) << "position " << t;
+  }
+  auto empty = net->decoder->start_decoding(T);
+  net->decoder->prefill(tokens.slice(1, 0, 0), empty);  // an empty prompt feeds nothing
+  EXPECT_EQ(empty.steps(), 0);
+}
+
 INSTANTIATE_TEST_SUITE_P(Schemes, DecoderOnlyCausal,
                          ::testing::Values("post-ln", "pre-ln", "t-fixup", "admin", "rezero", "deepnorm", "peri-ln",
                                            "mix-ln", "dyt", "rmsnorm-pre", "lns", "pre-ln+qk-norm"));
