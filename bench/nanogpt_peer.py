@@ -1,5 +1,6 @@
 """A nanoGPT-style GPT (karpathy/nanoGPT's model.py, as a user would write or copy it): the
-PyTorch peer of normlab's decoder-only model in GPT-2's form for bench/train_step.py.
+PyTorch peer of normlab's decoder-only model in GPT-2's form for bench/train_step.py and
+bench/generate.py.
 
 Written from nanoGPT's design, not from normlab: one fused c_attn Linear for q, k and v, causal
 F.scaled_dot_product_attention (flash / memory-efficient kernels where PyTorch has them), an MLP
@@ -8,6 +9,14 @@ configure_optimizers' AdamW (weight decay on the 2-D tensors only). The MLP's GE
 approximation (GPT-2's gelu_new, normlab's --form gpt2; nanoGPT's own nn.GELU() is erf) so that both
 sides compute the same function. Weights come from `normlab export --format hf` (a transformers
 GPT-2 folder), read as nanoGPT's from_pretrained reads GPT-2's: Conv1D weights transposed.
+
+Generation: `generate` is nanoGPT's loop (the whole context, cropped to the block size, through
+the model for every new token; logits of the last position only), with the choice of the next
+token passed in (`pick`; nanoGPT's is temperature, top-k and torch.multinomial). nanoGPT has no
+key/value cache; `generate_cached` adds the usual one: the prompt in one forward (causal
+attention, as in training) that writes each layer's keys and values into buffers preallocated
+for the whole sequence, then one token a step, whose single query attends over the buffers'
+filled prefix (scaled_dot_product_attention without a mask).
 """
 import json
 import os
@@ -26,12 +35,20 @@ class CausalSelfAttention(nn.Module):
         self.n_head, self.n_embd, self.dropout = n_head, n_embd, dropout
         self.resid_dropout = nn.Dropout(dropout)
 
-    def forward(self, x):
+    def forward(self, x, kv=None, start=0):
         B, T, C = x.size()
         q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
         q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))
+        if kv is not None:  # generate_cached: positions start.. into the layer's buffers, attend over 0..
+            if "k" not in kv:
+                kv["k"], kv["v"] = (t.new_empty(B, self.n_head, kv["size"], C // self.n_head) for t in (k, v))
+            kv["k"][:, :, start:start + T], kv["v"][:, :, start:start + T] = k, v
+            k, v = kv["k"][:, :, :start + T], kv["v"][:, :, :start + T]
+        # is_causal's mask is aligned top-left: right for a whole block (training, prefill) and
+        # not needed for one query over the cache; a block after cached positions is not supported.
+        assert T == 1 or start == 0, "generate_cached: several queries after cached positions"
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=None,
-                                           dropout_p=self.dropout if self.training else 0, is_causal=True)
+                                           dropout_p=self.dropout if self.training else 0, is_causal=T > 1)
         y = y.transpose(1, 2).contiguous().view(B, T, C)
         return self.resid_dropout(self.c_proj(y))
 
@@ -56,8 +73,8 @@ class Block(nn.Module):
         self.ln_2 = nn.LayerNorm(n_embd, eps=eps)
         self.mlp = MLP(n_embd, n_inner, dropout)
 
-    def forward(self, x):
-        x = x + self.attn(self.ln_1(x))
+    def forward(self, x, kv=None, start=0):
+        x = x + self.attn(self.ln_1(x), kv, start)
         return x + self.mlp(self.ln_2(x))
 
 
@@ -77,12 +94,40 @@ class GPT(nn.Module):
         self.lm_head = nn.Linear(C, config["vocab_size"], bias=False)
         self.transformer.wte.weight = self.lm_head.weight  # weight tying
 
-    def forward(self, idx):
-        pos = torch.arange(idx.size(1), dtype=torch.long, device=idx.device)
+    def forward(self, idx, last_only=False, cache=None, start=0):
+        """Logits of every position (training), of the last only with last_only (nanoGPT's
+        inference forward); with `cache` (generate_cached's), idx holds positions start.. ."""
+        pos = torch.arange(start, start + idx.size(1), dtype=torch.long, device=idx.device)
         x = self.transformer.drop(self.transformer.wte(idx) + self.transformer.wpe(pos))
-        for block in self.transformer.h:
-            x = block(x)
-        return self.lm_head(self.transformer.ln_f(x))
+        for block, kv in zip(self.transformer.h, cache or [None] * len(self.transformer.h)):
+            x = block(x, kv, start)
+        return self.lm_head(self.transformer.ln_f(x[:, [-1], :] if last_only else x))
+
+    @torch.no_grad()
+    def generate(self, idx, max_new_tokens, pick):
+        """nanoGPT's generate: idx (B, T) extended by max_new_tokens tokens, each
+        pick(logits of the last position (B, V), step) -> (B, 1)."""
+        block_size = self.config["n_positions"]
+        for step in range(max_new_tokens):
+            idx_cond = idx if idx.size(1) <= block_size else idx[:, -block_size:]
+            logits = self(idx_cond, last_only=True)
+            idx = torch.cat((idx, pick(logits[:, -1, :], step)), dim=1)
+        return idx
+
+    @torch.no_grad()
+    def generate_cached(self, idx, max_new_tokens, pick):
+        """generate with a key/value cache; the whole sequence must fit the block size."""
+        size = idx.size(1) + max_new_tokens - 1  # the last token is never fed back
+        if size > self.config["n_positions"]:
+            raise ValueError(f"{size} positions do not fit the block size {self.config['n_positions']}")
+        cache = [{"size": size} for _ in self.transformer.h]
+        logits = self(idx, last_only=True, cache=cache)
+        for step in range(max_new_tokens):
+            idx_next = pick(logits[:, -1, :], step)
+            idx = torch.cat((idx, idx_next), dim=1)
+            if step + 1 < max_new_tokens:
+                logits = self(idx_next, last_only=True, cache=cache, start=idx.size(1) - 1)
+        return idx
 
     @classmethod
     def from_hf_export(cls, folder):

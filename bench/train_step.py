@@ -169,15 +169,50 @@ def run_config(name, args, weights, threads):
     else:
         cmd = [sys.executable, os.path.abspath(__file__), "--peer", weights, "--configs", name, "--device", args.device,
                "--compile-timeout", str(args.compile_timeout), *common]
+    return run_json(cmd, "median_seconds")
+
+
+def run_json(cmd, key):
+    """Run cmd in a fresh process: its last stdout line as JSON (which must hold `key`), or
+    {"error": reason}: the one it printed (peer_main), else its last stderr line."""
     proc = subprocess.run(cmd, capture_output=True, text=True)
     try:
         result = json.loads(proc.stdout.strip().splitlines()[-1])
     except (IndexError, ValueError):
         result = {}
-    if (proc.returncode or "median_seconds" not in result) and "error" not in result:
+    if (proc.returncode or key not in result) and "error" not in result:
         tail = proc.stderr.strip().splitlines()
         result = {"error": tail[-1] if tail else f"exit status {proc.returncode}"}
     return result
+
+
+def peer_main(run):
+    """A peer process's end of run_json: run()'s result as one JSON line, or its error (exit 1)."""
+    try:
+        result = run()
+    except Exception as e:  # the parent reports the configuration as failed, with this reason
+        traceback.print_exc()
+        print(json.dumps({"error": f"{type(e).__name__}: {e}".splitlines()[0][:300]}))
+        sys.exit(1)
+    print(json.dumps(result))
+
+
+def round_robin(names, repeats, run, label, show):
+    """run(name) for every configuration, round-robin, `repeats` times: ({name: [results]},
+    {name: error}). A configuration that fails is not run again; a normlab one stops the bench."""
+    runs, errors = {n: [] for n in names}, {}
+    for r in range(repeats):
+        for name in (n for n in names if n not in errors):
+            result = run(name)
+            if "error" in result:
+                if name.startswith("normlab"):
+                    sys.exit(f"{label[name]} failed: {result['error']}")
+                errors[name] = result["error"]
+                print(f"repeat {r + 1}/{repeats}: {label[name]} failed: {errors[name]}", file=sys.stderr)
+            else:
+                runs[name].append(result)
+                print(f"repeat {r + 1}/{repeats}: {label[name]} {show(result)}", file=sys.stderr)
+    return runs, errors
 
 
 def main():
@@ -216,15 +251,8 @@ def main():
     if unknown:
         ap.error(f"unknown configuration(s) {', '.join(unknown)}; choose from {', '.join(CONFIGS)}")
     if args.peer:
-        try:
-            result = peer_run(args.peer, names[0], args.sentences, args.length, args.warmup, args.steps,
-                              args.threads, args.compile_timeout, args.device)
-        except Exception as e:  # the parent reports the configuration as failed, with this reason
-            traceback.print_exc()
-            print(json.dumps({"error": f"{type(e).__name__}: {e}".splitlines()[0][:300]}))
-            sys.exit(1)
-        print(json.dumps(result))
-        return
+        return peer_main(lambda: peer_run(args.peer, names[0], args.sentences, args.length, args.warmup, args.steps,
+                                          args.threads, args.compile_timeout, args.device))
 
     with tempfile.TemporaryDirectory() as tmp:
         ckpt, weights = os.path.join(tmp, "m.ckpt"), os.path.join(tmp, "weights.pt")
@@ -243,19 +271,8 @@ def main():
                                          check=True, capture_output=True, text=True).stdout)
         threads = args.threads or info["intra_op_threads"]
         cfg = json.load(open(os.path.join(tmp, "weights.json")))["model"]
-        runs, errors = {n: [] for n in names}, {}
-        for r in range(args.repeats):
-            for name in (n for n in names if n not in errors):
-                result = run_config(name, args, weights, threads)
-                if "error" in result:
-                    if name.startswith("normlab"):
-                        sys.exit(f"{CONFIGS[name]} failed: {result['error']}")
-                    errors[name] = result["error"]
-                    print(f"repeat {r + 1}/{args.repeats}: {CONFIGS[name]} failed: {errors[name]}", file=sys.stderr)
-                else:
-                    runs[name].append(result)
-                    print(f"repeat {r + 1}/{args.repeats}: {CONFIGS[name]} {result['median_seconds']:.3f} s/step",
-                          file=sys.stderr)
+        runs, errors = round_robin(names, args.repeats, lambda n: run_config(n, args, weights, threads), CONFIGS,
+                                   lambda r: f"{r['median_seconds']:.3f} s/step")
     torch.set_num_threads(threads)
     # The bf16 peak only when a bf16 configuration runs: where bf16 is emulated (CPUs without
     # AMX or AVX512_BF16) its 2048^3 product takes minutes and no row needs it.
