@@ -12,7 +12,7 @@ end the continuation (normlab's --ignore-eos), so every side generates the same 
 Configurations (a subset with --configs; the bf16 ones by default only where `normlab info`
 reports native bf16):
   normlab-fp32, normlab-bf16  `normlab generate --ids --format jsonl --ignore-eos` (--precision);
-                              its decoder cache, prompt fed a position at a time;
+                              its decoder cache, the prompt in one forward pass;
   nanogpt-fp32                nanoGPT's own generate loop (nanogpt_peer.py): the whole context
                               through the model for every new token, no cache;
   nanogpt-kv-fp32, -bf16      the same model with a key/value cache (nanogpt_peer.py's
@@ -161,6 +161,8 @@ def main():
     ap.add_argument("--threads", type=int, default=0, help="0: what normlab picks")
     ap.add_argument("--out", default=os.path.join(HERE, "..", "docs", "performance.md"))
     ap.add_argument("--json-out", metavar="FILE", help="also write the raw results (tokens included) as JSON")
+    ap.add_argument("--block", default="lm_generate",
+                    help="the table's marker name in --out (one per scenario: lm_generate_long, ...)")
     ap.add_argument("--peer", nargs=2, metavar=("HF_FOLDER", "PROMPTS"), help=argparse.SUPPRESS)  # internal
     args = ap.parse_args()
     names = args.configs.split(",") if args.configs else list(CONFIGS)
@@ -250,7 +252,7 @@ def main():
         "over prompts) | largest log p difference over those | runs (s) |\n"
         "|---|---:|---:|---:|---:|---:|---|\n" + "\n".join(rows) + "\n")
     print(text)
-    write_block(args.out, "lm_generate", text,
+    write_block(args.out, args.block, text,
                 heading="Decoder-only generation against a nanoGPT-style script and transformers (issue 35)")
 
 
