@@ -21,6 +21,8 @@ import os
 import sys
 from collections import defaultdict
 
+from atomic_write import write_text
+
 MARGIN = 0.1  # validation loss (nats per token) that counts as clearly worse
 
 
@@ -92,9 +94,7 @@ def main():
                   f"{t['seeds_worse_without']}/{t['seeds']} | {t['mean_valid_loss_nowarm']:.3f} / "
                   f"{t['mean_valid_loss_warm']:.3f} |")
     text = "\n".join(md) + "\n"
-    tmp = os.path.join(args.dir, "advise_confusion.md.tmp")
-    open(tmp, "w").write(text)
-    os.replace(tmp, os.path.join(args.dir, "advise_confusion.md"))
+    write_text(os.path.join(args.dir, "advise_confusion.md"), text)
     print(text)
     return 0
 

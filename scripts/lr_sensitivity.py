@@ -14,11 +14,14 @@ failed or lacks its records.
 """
 import argparse
 import csv
+import io
 import json
 import math
 import os
 import sys
 from collections import defaultdict
+
+from atomic_write import write_text
 
 
 def last_valid_and_init(metrics_path):
@@ -97,19 +100,14 @@ def main():
                   f"{c['max_attention_logit_last']:.2f} | {c['max_attention_logit_run']:.2f} | "
                   f"{c['max_log_z_last']:.2f} | {c['max_log_z_run']:.2f} |")
     text = "\n".join(md) + "\n"
-    for name, content in (("lr_sensitivity.md", text),):
-        tmp = os.path.join(args.dir, name + ".tmp")
-        with open(tmp, "w") as f:
-            f.write(content)
-        os.replace(tmp, os.path.join(args.dir, name))
-    tmp = os.path.join(args.dir, "lr_sensitivity.csv.tmp")
-    with open(tmp, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(cells[0].keys()) + ["lr_sensitivity"])
-        w.writeheader()
-        sens = {(s[0], s[1]): s[2] for s in summary}
-        for c in sorted(cells, key=lambda c: (c["config"], c["scheme"], c["lr"])):
-            w.writerow({**c, "lr_sensitivity": sens[(c["config"], c["scheme"])]})
-    os.replace(tmp, os.path.join(args.dir, "lr_sensitivity.csv"))
+    write_text(os.path.join(args.dir, "lr_sensitivity.md"), text)
+    table = io.StringIO()
+    w = csv.DictWriter(table, fieldnames=list(cells[0].keys()) + ["lr_sensitivity"])
+    w.writeheader()
+    sens = {(s[0], s[1]): s[2] for s in summary}
+    for c in sorted(cells, key=lambda c: (c["config"], c["scheme"], c["lr"])):
+        w.writerow({**c, "lr_sensitivity": sens[(c["config"], c["scheme"])]})
+    write_text(os.path.join(args.dir, "lr_sensitivity.csv"), table.getvalue())
     print(text, end="")
     return 0
 

@@ -18,11 +18,14 @@ the markdown. Exit 1 when a training cell is missing or failed.
 """
 import argparse
 import csv
+import io
 import json
 import math
 import os
 import sys
 from collections import defaultdict
+
+from atomic_write import write_text
 
 NEEDED = 0.05  # nats: no warm-up costs more than this at the best lr -> "needs warm-up"
 
@@ -74,17 +77,12 @@ def analyse(cells):
 def write_results(out, stem, text, rows, fields):
     """OUT/STEM.md (the markdown text) and OUT/STEM.csv (rows, columns `fields`), each written to a
     temporary file and renamed into place."""
-    for name, write in ((stem + ".md", lambda f: f.write(text)), (stem + ".csv", lambda f: write_csv(f, rows, fields))):
-        tmp = os.path.join(out, name + ".tmp")
-        with open(tmp, "w", newline="") as f:
-            write(f)
-        os.replace(tmp, os.path.join(out, name))
-
-
-def write_csv(f, rows, fields):
-    writer = csv.DictWriter(f, fieldnames=fields)
+    table = io.StringIO()
+    writer = csv.DictWriter(table, fieldnames=fields)
     writer.writeheader()
     writer.writerows(rows)
+    write_text(os.path.join(out, stem + ".md"), text)
+    write_text(os.path.join(out, stem + ".csv"), table.getvalue())
 
 
 def main():

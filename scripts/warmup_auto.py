@@ -31,6 +31,8 @@ import re
 import statistics
 import sys
 
+from atomic_write import write_text
+
 FIXED = ["w0", "w1", "w5", "w10", "w25"]
 # auto: the default rule (--warmup-auto-every-ratio 0.05); autoN: --warmup-auto-every N updates;
 # autogi: the default rule on GI-Adam (--adam-init-v grad-squared).
@@ -57,13 +59,6 @@ def read_cell(path):
     if not valid:
         raise SystemExit(f"warmup_auto.py: {path}/metrics.jsonl has no validation record (an unfinished cell?)")
     return valid[-1], (walls[-1] if walls else None)
-
-
-def write_atomic(path, text):
-    """`text` into `path` through PATH.tmp and a rename: never half-written."""
-    with open(path + ".tmp", "w", newline="") as f:
-        f.write(text)
-    os.replace(path + ".tmp", path)
 
 
 def read_ramp(path):
@@ -202,7 +197,7 @@ def main():
     wr.writeheader()
     for r in rows:
         wr.writerow({k: r.get(k, "") for k in keys})
-    write_atomic(out_csv, text.getvalue())
+    write_text(out_csv, text.getvalue())
 
     fmt = lambda v: "diverged" if v == math.inf else f"{v:.3f}"
     md = ["| scheme | lr | needs warm-up (seeds) | tuned | " + " | ".join(arms) + " | auto's ramp (updates) |",
@@ -235,7 +230,7 @@ def main():
                   f"{statistics.median(time_ratio):.3f}, max {max(time_ratio):.3f}; share spent measuring: median "
                   f"{100 * statistics.median(measure_share):.1f}%, max {100 * max(measure_share):.1f}%.")
     out_md = a.md or os.path.join(a.run, "warmup_auto.md")
-    write_atomic(out_md, "\n".join(md) + "\n")
+    write_text(out_md, "\n".join(md) + "\n")
     print("\n".join(md))
     return 0
 

@@ -33,7 +33,8 @@ import sys
 
 # The margin, the cells' names and their final losses: warmup_auto.py's (one definition of each).
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from warmup_auto import CELL, FIXED, read_cell, worse, write_atomic  # noqa: E402
+from atomic_write import write_text  # noqa: E402
+from warmup_auto import CELL, FIXED, read_cell, worse  # noqa: E402
 
 FEATURES = ["loss_drop", "grad_ratio", "ratio0", "ratioK", "attention_growth", "log_z", "update_ratio",
             "output_change"]
@@ -163,8 +164,8 @@ def main():
     w.writerow(["scheme", "lr", "seed", "needs_warmup", "seeds_worse_without"] + FEATURES)
     for (s, lr, k), feats in sorted(probes.items()):
         w.writerow([s, lr, k, int(truth[(s, lr)]), worse_seeds[(s, lr)]] + [feats[f] for f in FEATURES])
-    write_atomic(out_csv, text.getvalue())
-    write_atomic(os.path.join(a.run, "warmup_predictor.md"), "\n".join(md) + "\n")
+    write_text(out_csv, text.getvalue())
+    write_text(os.path.join(a.run, "warmup_predictor.md"), "\n".join(md) + "\n")
     print("\n".join(md))
     return 0
 

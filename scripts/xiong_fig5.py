@@ -19,6 +19,8 @@ import re
 import statistics
 import sys
 
+from atomic_write import write_text
+
 FINETUNE = re.compile(r"^ft-(?P<task>.+)-(?P<scheme>post-ln|pre-ln)_init-from-update=(?P<update>\d+)$")
 
 
@@ -29,14 +31,12 @@ def records(cell):
     return [json.loads(line) for line in open(path)]
 
 
-def write_atomic(path, header, rows):
+def write_csv(path, header, rows):
     text = io.StringIO()
     w = csv.writer(text, lineterminator="\n")
     w.writerow(header)
     w.writerows(rows)
-    with open(path + ".tmp", "w", newline="") as f:
-        f.write(text.getvalue())
-    os.replace(path + ".tmp", path)
+    write_text(path, text.getvalue())
 
 
 def main():
@@ -64,9 +64,9 @@ def main():
                                 r.get("wall_s", "")))
     if not pre and not fine:
         sys.exit(f"xiong_fig5.py: no cell of recipes/xiong_fig5.toml with records in {cells}")
-    write_atomic(a.pretraining_csv or os.path.join(a.run, "pretraining.csv"),
+    write_csv(a.pretraining_csv or os.path.join(a.run, "pretraining.csv"),
                  ["cell", "step", "epoch", "valid_loss", "valid_tokens", "wall_s"], pre)
-    write_atomic(a.finetune_csv or os.path.join(a.run, "finetune.csv"),
+    write_csv(a.finetune_csv or os.path.join(a.run, "finetune.csv"),
                  ["task", "scheme", "pretraining_update", "finetune_step", "valid_accuracy", "valid_loss"], fine)
 
     names = sorted({r[0] for r in pre})
