@@ -35,7 +35,8 @@ Runner add_run_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--tgt", r.tgt, "target language suffix ({tgt})")->capture_default_str()->group(data);
   cmd->add_option("--set", o->sets,
                   "[CELLS:]KEY=VALUE, repeatable: the cells' --KEY set to VALUE (true: the bare flag, false: "
-                  "left out); CELLS a glob over cell names, else every cell with --KEY (docs/recipes.md#overrides)")
+                  "left out; a grid key: its values, V1,V2,...); CELLS a glob over cell names, else every cell "
+                  "with --KEY (docs/recipes.md#overrides)")
       ->allow_extra_args(false);
   cmd->add_flag("--retry-failed", r.retry_failed, "run failed cells again (finished ones are skipped)");
   cmd->add_flag("--dry-run", r.dry_run, "print every cell's name and command line; run and write nothing");

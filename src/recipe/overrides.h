@@ -25,10 +25,13 @@ Override parse_override(const std::string& spec);
 
 // Sets each override's option in the cells it selects, in order (a later one wins), and records
 // the specs in recipe.overrides. A glob selects the cells whose name it matches (the option added
-// where a cell lacks it); no glob, every cell that has the option. Throws std::invalid_argument
-// "--set SPEC: ..." (every problem at once) when it selects no cell, names a cell's grid key (its
-// values name the cells), or an option the cell's command does not have (`check`, as for the
-// recipe's own options).
+// where a cell lacks it); no glob, every cell that has the option. Where the option is a grid key
+// of a selected cell, VALUE lists the grid's values ("2500,5000"): each group of selected cells
+// that differ only in that key becomes one cell per value, named as the recipe names them, where
+// the group's first cell was. Throws std::invalid_argument "--set SPEC: ..." (every problem at
+// once) when it selects no cell, names an option the cell's command does not have (`check`, as
+// for the recipe's own options), lists a grid value no cell name may hold, or would give two
+// cells one name.
 void apply_overrides(Recipe& recipe, const std::vector<Override>& overrides, const OptionChecker& check);
 
 }  // namespace normlab::recipe

@@ -126,13 +126,17 @@ void apply_synth(const std::string& path, const toml::table& t, data::SyntheticC
   }
 }
 
-bool valid_name(const std::string& s) {
+}  // namespace
+
+bool valid_cell_name(const std::string& s) {
   if (s.empty() || s == "." || s == "..") return false;  // the results folder itself, or its parent
   for (char ch : s)
     if (!(std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '_' || ch == '-' || ch == '=' || ch == '+'))
       return false;
   return true;
 }
+
+namespace {
 
 // Scale layers (global per command, then the cell's own) applied to options and grid.
 void apply_scale(const std::string& path, const Layer& layer, std::map<std::string, Value>& options,
@@ -268,7 +272,7 @@ void expand_grid(const std::string& path, const Cell& proto, const CellAxes& cel
       cell.grid.emplace_back(axes[a].first, shown);
       cell.name += "_" + axes[a].first + "=" + shown;
     }
-    if (!valid_name(cell.name))
+    if (!valid_cell_name(cell.name))
       fail(path, proto.line, "cell name '" + cell.name + "' from the grid: values may hold letters, digits, . _ - = +");
     if (!names.insert(cell.name).second) fail(path, proto.line, "two cells are named '" + cell.name + "'");
     for (const auto& [k, v] : all)
@@ -316,7 +320,7 @@ std::vector<Cell> read_cells(const std::string& path, const toml::table& root, c
     proto.line = line_of(node);
     if (!ct->contains("name")) fail(path, proto.line, "[[cells]] needs a name");
     proto.name = string_at(path, *ct->get("name"), "name");
-    if (!valid_name(proto.name))
+    if (!valid_cell_name(proto.name))
       fail(path, line_of(*ct->get("name")),
            "cell name '" + proto.name + "': use letters, digits, . _ - = + (not . or .. alone)");
     proto.command = ct->contains("command") ? string_at(path, *ct->get("command"), "command") : "train";

@@ -58,6 +58,10 @@ constexpr int64_t kMaxCells = 10000;
 // than kMaxCells cells (counted before expanding).
 Recipe load_recipe(const std::string& path, Scale scale);
 
+// A cell name (a folder under DIR/cells): letters, digits, . _ - = + only (no '/', ':' or ','),
+// and not "." or "..".
+bool valid_cell_name(const std::string& name);
+
 // Replaces every {name} in `text` by its value from `values`; throws std::invalid_argument
 // "FILE:LINE: unknown placeholder {x}" (naming `where`) for others.
 std::string substitute(const std::string& text,

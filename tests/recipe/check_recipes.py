@@ -65,16 +65,36 @@ def fmt(v):
     return repr(v) if isinstance(v, float) else str(v)
 
 
-def override(name, opts, spec):
-    """docs/recipes.md's `run --set [CELLS:]KEY=VALUE` on one cell's options: CELLS a glob over
+def cell_name(cell):
+    """A cell's name: its table's, then "_KEY=VALUE" per grid key in sorted order."""
+    return cell["table"] + "".join(f"_{k}={fmt(cell['point'][k])}" for k in sorted(cell["point"]))
+
+
+def apply_set(cells, spec):
+    """docs/recipes.md's `run --set [CELLS:]KEY=VALUE` on the expanded cells: CELLS a glob over
     cell names (the option added where missing), none: the cells that have KEY; true a flag, false
-    left out."""
-    cells, colon, rest = spec.partition(":")
+    left out. Where KEY is a selected cell's grid key, VALUE lists the grid's values: the selected
+    cells that differ only in KEY become one cell per value where the first of them was."""
+    glob, colon, rest = spec.partition(":")
     if not colon or "=" not in rest:
-        cells, rest = "", spec
+        glob, rest = "", spec
     key, _, value = rest.partition("=")
-    if fnmatch.fnmatchcase(name, cells) if cells else key in opts:
-        opts[key] = {"true": True, "false": False}.get(value, value)
+    typed = lambda v: {"true": True, "false": False}.get(v, v)  # noqa: E731
+    out, groups = [], set()
+    for cell in cells:
+        if not (fnmatch.fnmatchcase(cell_name(cell), glob) if glob else key in cell["opts"]):
+            out.append(cell)
+        elif key not in cell["point"]:
+            cell["opts"][key] = typed(value)
+            out.append(cell)
+        else:
+            group = (cell["table"], sorted((k, fmt(v)) for k, v in cell["point"].items() if k != key))
+            if repr(group) in groups:
+                continue
+            groups.add(repr(group))
+            for v in value.split(","):
+                out.append({**cell, "point": {**cell["point"], key: v}, "opts": {**cell["opts"], key: typed(v)}})
+    return out
 
 
 def expected_cells(recipe, scale, data, sets=()):
@@ -82,7 +102,7 @@ def expected_cells(recipe, scale, data, sets=()):
     the cell's scale.S; a scalar sets an option (and ends a grid over it), a list replaces the
     grid values of a key the cell grids over; grid keys sorted, the last varying fastest; then
     the --set overrides `sets` in order."""
-    out = []
+    cells = []
     for cell in recipe["cells"]:
         cmd = cell.get("command", "train")
         opts = dict(recipe.get("defaults", {}).get(cmd, {}))
@@ -100,19 +120,21 @@ def expected_cells(recipe, scale, data, sets=()):
             opts.pop(k, None)
         keys = sorted(grid)
         for values in itertools.product(*(grid[k] for k in keys)):
-            name = cell["name"] + "".join(f"_{k}={fmt(v)}" for k, v in zip(keys, values))
-            all_opts = dict(opts, **dict(zip(keys, values)))
-            for spec in sets:
-                override(name, all_opts, spec)
-            args = [cmd]
-            for k in sorted(all_opts):
-                v = all_opts[k]
-                if v is False:
-                    continue
-                args.append("--" + k)
-                if v is not True:
-                    args.append(fmt(v).replace("{train}", data + "/train").replace("{valid}", data + "/valid"))
-            out.append((name, args))
+            point = dict(zip(keys, values))
+            cells.append({"table": cell["name"], "cmd": cmd, "point": point, "opts": dict(opts, **point)})
+    for spec in sets:
+        cells = apply_set(cells, spec)
+    out = []
+    for cell in cells:
+        args = [cell["cmd"]]
+        for k in sorted(cell["opts"]):
+            v = cell["opts"][k]
+            if v is False:
+                continue
+            args.append("--" + k)
+            if v is not True:
+                args.append(fmt(v).replace("{train}", data + "/train").replace("{valid}", data + "/valid"))
+        out.append((cell_name(cell), args))
     return out
 
 
@@ -170,7 +192,7 @@ def main():
     check(len(expected_cells(recipe, "smoke", "")) == 3 * 2 * 2 * 2 + 2 + 1, "smoke grid size")
 
     # 1b. --set overrides: a glob adds or replaces, no glob replaces where the option is, true is a
-    # flag, false leaves it out, a later one wins; refused: a grid key, no cell, an unknown option.
+    # flag, false leaves it out, a later one wins; refused: no cell, an unknown option, a bad grid.
     sets = ["a_*:max-epochs=9", "clip-norm=2", "c:nesterov=true", "b_*:lr=0.25", "a_*optimizer=sgd*:seed=false",
             "c:clip-norm=3"]
     out = w("grid_set")
@@ -187,7 +209,20 @@ def main():
     run_json = json.load(open(os.path.join(out, "run.json")))
     check(run_json.get("overrides") == sets and run_json["cells"][0]["argv"][1:] == want[0][1][1:],
           f"run.json: overrides {run_json.get('overrides')}, first argv {run_json['cells'][0]['argv']}")
-    for spec, needle in (("a_*:lr=1", "--lr is a grid key of cell 'a_"), ("z*:lr=1", "no cell's name matches 'z*'"),
+    # A grid key's VALUE lists the grid: whole grids, one value, and part of one (a glob on another
+    # key's value), each group where its first cell was.
+    grid_sets = ["a_*:lr=0.1,0.2,0.3", "max-tokens=50", "b_*:max-tokens=300,400",
+                 "a_encoder-layers=4_*:warmup-steps=5", "c:lr=0.7"]
+    r = subprocess.run([args.normlab, "run", w("grid.toml"), "--out", out, "--scale", "smoke", "--data", w("d"),
+                        "--dry-run"] + [a for s in grid_sets for a in ("--set", s)], capture_output=True, text=True)
+    got = [(l.split("\t")[0], l.split("\t")[1].split(" ")) for l in r.stdout.splitlines()]
+    want = [(name, argv + ["--out", os.path.join(out, "cells", name)])
+            for name, argv in expected_cells(recipe, "smoke", w("d"), grid_sets)]
+    check(r.returncode == 0 and got == want and len(got) == 3 * 2 * (2 + 2 + 1) + 2 + 1,
+          f"--set on grids: {r.stderr.strip()}; {len(got)} cells, expected {len(want)}; first difference: "
+          f"{next(((g, e) for g, e in zip(got, want) if g != e), None)}")
+    for spec, needle in (("a_*:lr=1,,2", "grid value '' of --lr"), ("z*:lr=1", "no cell's name matches 'z*'"),
+                         ("a_*warmup-steps=0:warmup-steps=10", "two cells would be named 'a_encoder-layers=3_"),
                          ("momentum=1", "no cell has --momentum"), ("b_*:bogus=1", "train has no option --bogus"),
                          ("lr", "expected [CELLS:]KEY=VALUE")):
         r = subprocess.run([args.normlab, "run", w("grid.toml"), "--out", out, "--scale", "smoke", "--data", w("d"),
