@@ -133,6 +133,12 @@ def normlab_run(args, ckpt, prompts_file, precision, threads):
             "tokens": tokens, "scores": scores}
 
 
+def slim(runs):
+    """The raw runs as kept: the tokens and their log p of the first run only (the check above
+    compared every run's), the times of all."""
+    return [r if i == 0 else {k: v for k, v in r.items() if k not in ("tokens", "scores")} for i, r in enumerate(runs)]
+
+
 def agreement(runs, reference):
     """The fewest leading tokens a continuation of `runs` shares with `reference`'s (a run), and
     the largest |difference| of their log p over those shared tokens."""
@@ -221,7 +227,7 @@ def main():
                                        "new_tokens_per_s": new_tokens / median[n] if n in median else None,
                                        "agreeing_leading_tokens": agree.get(n, [None])[0],
                                        "max_logp_difference": agree.get(n, [None, None])[1], "error": errors.get(n),
-                                       "runs": runs[n]} for n in names}}, f, indent=1)
+                                       "runs": slim(runs[n])} for n in names}}, f, indent=1)
     must = min(MUST_AGREE, args.max_new_tokens)
     wrong = [f"{CONFIGS[n]} ({shared} tokens, |d log p| {diff:.1e})" for n, (shared, diff) in agree.items()
              if n.endswith("-fp32") and (shared < must or diff > LOGP_TOLERANCE)]
