@@ -1,7 +1,8 @@
 // normlab's own CPU kernels of a bf16 training step, each timed alone at the bench step's shapes
 // (bench/train_step.cpp: 128 x 32 target tokens, d 512, V 10000): the fused label-smoothing
-// terms (model/kernels/log_softmax_terms.h) and the fused residual + dropout
-// (model/dropout.h), forward and backward. Minimum over --repeats of each. For before/after
+// terms (model/kernels/log_softmax_terms.h), the fused residual + dropout (model/dropout.h) and
+// the fused GELU in the tanh form (model/kernels/gelu_tanh.h; beside ATen's on the same tensor,
+// tokens x 2 d_model), forward and backward. Minimum over --repeats of each. For before/after
 // comparisons of a kernel (docs/performance.md); ATEN_CPU_CAPABILITY=avx2 selects the kernels'
 // AVX2 builds on an AVX-512 CPU, as it does ATen's.
 //
@@ -17,6 +18,7 @@
 
 #include "core/runtime.h"
 #include "model/dropout.h"
+#include "model/kernels/gelu_tanh.h"
 #include "model/kernels/log_softmax_terms.h"
 
 using namespace normlab;
@@ -75,6 +77,15 @@ int main(int argc, char** argv) {
   auto branch = torch::randn({tokens, d_model}).to(torch::kBFloat16);
   auto [fwd, bwd] = time_fwd_bwd(residual, repeats, [&] { return model::dropout_add(residual, branch, 0.3, true).sum(); });
   out["dropout_add"] = {{"shape", {tokens, d_model}}, {"forward_ms", fwd}, {"backward_ms", bwd}};
+  auto hidden = (2 * torch::randn({tokens, 2 * d_model})).to(torch::kBFloat16).requires_grad_(true);
+  if (model::kernels::gelu_tanh_apply(hidden)) {
+    auto gelu_sum = [&](auto&& gelu) {
+      auto [f, b] = time_fwd_bwd(hidden, repeats, [&] { return gelu().sum(); });
+      return nlohmann::json{{"shape", {tokens, 2 * d_model}}, {"forward_ms", f}, {"backward_ms", b}};
+    };
+    out["gelu_tanh"] = gelu_sum([&] { return model::kernels::gelu_tanh(hidden); });
+    out["gelu_tanh_aten"] = gelu_sum([&] { return torch::gelu(hidden, "tanh"); });
+  }
   std::cout << out.dump() << "\n";
   return 0;
 }

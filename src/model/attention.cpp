@@ -71,20 +71,28 @@ std::vector<torch::Tensor> MultiheadAttentionImpl::project(
 torch::Tensor MultiheadAttentionImpl::attend(const torch::Tensor& q, const torch::Tensor& k,
                                              const torch::Tensor& v,
                                              const torch::Tensor& key_padding_mask, bool causal) {
-  const int64_t B = q.size(0), T = q.size(2), S = k.size(2), C = q.size(1) * q.size(3);
-  auto scores = torch::matmul(q, k.transpose(-2, -1));  // (B,H,T,S)
+  const int64_t B = q.size(0), H = q.size(1), T = q.size(2), S = k.size(2), D = q.size(3), C = H * D;
   const double neg_inf = -std::numeric_limits<double>::infinity();
+  auto q3 = q.reshape({B * H, T, D});  // as torch::matmul folds (B,H,T,D) x (B,H,D,S), bit for bit
+  auto k3t = k.transpose(-2, -1).reshape({B * H, D, S});
+  // bf16/fp16: the causal mask added by the product itself (beta = 1 onto -inf above the diagonal,
+  // 0 below), no masked copy of the scores forward and none of their gradient backward. fp32 and
+  // fp64 keep the masked product bit for bit (ATen's float baddbmm rounds otherwise).
+  const bool mask_in_product = causal && is_reduced(q.scalar_type());
+  auto scores = (mask_in_product ? torch::baddbmm(torch::full({T, S}, neg_inf, q.options()).triu(1), q3, k3t)
+                                 : torch::bmm(q3, k3t))
+                    .view({B, H, T, S});
   if (key_padding_mask.defined()) {
     scores = scores.masked_fill(key_padding_mask.view({B, 1, 1, S}), neg_inf);
   }
-  if (causal) {
-    auto future = torch::ones({T, S}, q.options().dtype(torch::kBool)).triu(1);
-    scores = scores.masked_fill(future, neg_inf);
+  if (causal && !mask_in_product) {
+    scores = scores.masked_fill(torch::ones({T, S}, q.options().dtype(torch::kBool)).triu(1), neg_inf);
   }
   if (score_observer_) score_observer_(scores);
   auto probs = torch::softmax(scores, -1);
   probs = model::dropout(probs, attention_dropout_, is_training());
-  auto context = torch::matmul(probs, v).transpose(1, 2).reshape({B, T, C});  // (B,T,C)
+  auto context = torch::bmm(probs.reshape({B * H, T, S}), v.reshape({B * H, S, D}))
+                     .view({B, H, T, D}).transpose(1, 2).reshape({B, T, C});  // (B,T,C)
   if (unit_softmax_mult_)
     context = context * unit_attention_output_scale(C / heads_, S, causal, *unit_softmax_mult_);
   return projected(out_proj, context);

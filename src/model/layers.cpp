@@ -7,6 +7,7 @@
 #include <torch/torch.h>
 
 #include "model/dropout.h"
+#include "model/kernels/gelu_tanh.h"
 #include "model/linear.h"
 
 #include "core/tokens.h"
@@ -156,7 +157,8 @@ torch::Tensor activate(const torch::Tensor& x, Activation a) {
   switch (a) {
     case Activation::kRelu: return torch::relu(x);
     case Activation::kGelu: return torch::gelu(x);
-    case Activation::kGeluTanh: return torch::gelu(x, "tanh");
+    case Activation::kGeluTanh:  // bf16/fp16: one fused pass (model/kernels/gelu_tanh.h)
+      return kernels::gelu_tanh_apply(x) ? kernels::gelu_tanh(x) : torch::gelu(x, "tanh");
   }
   return x;
 }
@@ -260,8 +262,10 @@ torch::Tensor DecoderImpl::output_weight() const {
 }
 
 torch::Tensor DecoderImpl::forward(const torch::Tensor& prev_output_tokens, const EncoderOut& encoder) {
-  // fairseq masks padded target keys too; with right padding only padded rows change.
+  // fairseq masks padded target keys too; with right padding only padded rows change. Blocks
+  // without padding (a language model's contiguous blocks) skip the masking and its gradient.
   auto padding_mask = prev_output_tokens.eq(kPad);
+  if (!padding_mask.any().item<bool>()) padding_mask = torch::Tensor();
   auto x = embedding_.forward(embed_tokens, embed_positions, prev_output_tokens, is_training());
   for (const auto& layer : *layers)
     x = layer->as<DecoderLayerImpl>()->forward(x, padding_mask, encoder.out, encoder.padding_mask);

@@ -100,9 +100,10 @@ torch::Tensor autocast_operand(const torch::Tensor& w) {
   return at::autocast::cached_cast(at::autocast::get_autocast_dtype(type), w, type);
 }
 
+bool is_reduced(c10::ScalarType type) { return type == torch::kBFloat16 || type == torch::kHalf; }
+
 torch::Tensor float_if_reduced(const torch::Tensor& t) {
-  const auto s = t.scalar_type();
-  return s == torch::kBFloat16 || s == torch::kHalf ? t.to(torch::kFloat) : t;
+  return is_reduced(t.scalar_type()) ? t.to(torch::kFloat) : t;
 }
 
 }  // namespace normlab::model

@@ -60,6 +60,9 @@ class PrecisionGuard {
 // q, k, v weights: stacking the cast weights moves half the bytes and reuses the cache).
 torch::Tensor autocast_operand(const torch::Tensor& w);
 
+// Whether `type` is a low precision: bf16 or fp16.
+bool is_reduced(c10::ScalarType type);
+
 // `t` in float32 when it is bf16 or fp16, else `t` itself: log-probabilities and the loss are
 // computed in fp32 from low-precision logits (fairseq's get_normalized_probs does `.float()`).
 torch::Tensor float_if_reduced(const torch::Tensor& t);
