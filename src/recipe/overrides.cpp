@@ -74,7 +74,7 @@ std::string cell_problem(const Cell& cell, const Override& o, const OptionChecke
   if (auto p = check(cell.command, o.key); !p.empty()) return "cell '" + cell.name + "': " + p;
   if (!is_grid_key(cell, o.key)) return "";
   for (const auto& v : grid_values(o))
-    if (v.empty() || !valid_cell_name("_" + o.key + "=" + v))
+    if (v.empty() || !valid_cell_name(grid_suffix(o.key, v)))
       return "grid value '" + v + "' of --" + o.key + ": values are listed with ',' and may hold letters, digits, . _ - = +";
   return "";
 }
@@ -82,7 +82,7 @@ std::string cell_problem(const Cell& cell, const Override& o, const OptionChecke
 // The [[cells]] table's name of `cell`: its name without the "_KEY=VALUE" of each grid key.
 std::string table_name(const Cell& cell) {
   size_t suffix = 0;
-  for (const auto& [k, v] : cell.grid) suffix += k.size() + v.size() + 2;
+  for (const auto& [k, v] : cell.grid) suffix += grid_suffix(k, v).size();
   return cell.name.substr(0, cell.name.size() - suffix);
 }
 
@@ -90,7 +90,7 @@ std::string table_name(const Cell& cell) {
 std::string group_of(const Cell& cell, const std::string& key) {
   std::string group = table_name(cell);
   for (const auto& [k, v] : cell.grid)
-    if (k != key) group += "_" + k + "=" + v;
+    if (k != key) group += grid_suffix(k, v);
   return group;
 }
 
@@ -100,7 +100,7 @@ Cell at_grid_value(Cell cell, const Override& o, const std::string& value) {
   cell.name = table_name(cell);
   for (auto& [k, v] : cell.grid) {
     if (k == o.key) v = value;
-    cell.name += "_" + k + "=" + v;
+    cell.name += grid_suffix(k, v);
   }
   Override one = o;
   one.value = value;

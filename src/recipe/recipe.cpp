@@ -128,6 +128,8 @@ void apply_synth(const std::string& path, const toml::table& t, data::SyntheticC
 
 }  // namespace
 
+std::string grid_suffix(const std::string& key, const std::string& value) { return "_" + key + "=" + value; }
+
 bool valid_cell_name(const std::string& s) {
   if (s.empty() || s == "." || s == "..") return false;  // the results folder itself, or its parent
   for (char ch : s)
@@ -270,7 +272,7 @@ void expand_grid(const std::string& path, const Cell& proto, const CellAxes& cel
       all[axes[a].first] = v;
       const std::string shown = v.flag ? "true" : v.unset ? "false" : v.text;
       cell.grid.emplace_back(axes[a].first, shown);
-      cell.name += "_" + axes[a].first + "=" + shown;
+      cell.name += grid_suffix(axes[a].first, shown);
     }
     if (!valid_cell_name(cell.name))
       fail(path, proto.line, "cell name '" + cell.name + "' from the grid: values may hold letters, digits, . _ - = +");

@@ -62,6 +62,9 @@ Recipe load_recipe(const std::string& path, Scale scale);
 // and not "." or "..".
 bool valid_cell_name(const std::string& name);
 
+// What a grid point adds to its cell's name: "_KEY=VALUE" (VALUE "true"/"false" for a flag).
+std::string grid_suffix(const std::string& key, const std::string& value);
+
 // Replaces every {name} in `text` by its value from `values`; throws std::invalid_argument
 // "FILE:LINE: unknown placeholder {x}" (naming `where`) for others.
 std::string substitute(const std::string& text,
