@@ -148,6 +148,11 @@ torch::Tensor DecoderLayerImpl::forward_prefill(const torch::Tensor& x, std::vec
   return feed_forward_block(h, train);
 }
 
+KeyValues DecoderLayerImpl::prefill_keys_values(const torch::Tensor& x) {
+  TORCH_CHECK(!encoder_attn, "prefill_keys_values: this decoder layer attends to an encoder");
+  return self_attn->project_kv(self_attn_block.sublayer_input(x));
+}
+
 torch::Tensor DecoderLayerImpl::feed_forward_block(const torch::Tensor& h, bool train) {
   return ffn_block.forward(
       h, [&](const torch::Tensor& t) { return feed_forward(fc1, fc2, t, ffn_, train); }, train);
@@ -295,10 +300,12 @@ DecoderCache DecoderImpl::start_decoding(int64_t max_positions) {
 
 void DecoderImpl::prefill(const torch::Tensor& tokens, DecoderCache& cache) {
   TORCH_CHECK(cache.steps() == 0, "prefill: the cache already holds ", cache.steps(), " positions");
-  if (tokens.size(1) == 0) return;
+  if (tokens.size(1) == 0 || layers->is_empty()) return;
   auto x = embedding_.forward(embed_tokens, embed_positions, tokens, is_training(), 0);  // (N,L,C)
   std::vector<KeyValues> kept;
-  for (const auto& layer : *layers) x = layer->as<DecoderLayerImpl>()->forward_prefill(x, kept);
+  const size_t last = layers->size() - 1;  // its output is not used: its keys and values only
+  for (size_t i = 0; i < last; ++i) x = layers[i]->as<DecoderLayerImpl>()->forward_prefill(x, kept);
+  kept.push_back(layers[last]->as<DecoderLayerImpl>()->prefill_keys_values(x));
   cache.fill(kept);
 }
 

@@ -58,6 +58,9 @@ class DecoderLayerImpl : public torch::nn::Module {
   // A prompt x (N,L,C) at positions 0..L-1 in one pass (no encoder attention) -> (N,L,C); the
   // self-attention's keys and values (N,H,L,D) are appended to `kept` for DecoderCache::fill.
   torch::Tensor forward_prefill(const torch::Tensor& x, std::vector<KeyValues>& kept);
+  // Only the self-attention's keys and values of a prompt x (N,L,C): what forward_prefill keeps,
+  // for the last layer, whose output a prefill does not use.
+  KeyValues prefill_keys_values(const torch::Tensor& x);
 
   MultiheadAttention self_attn{nullptr}, encoder_attn{nullptr};  // encoder_attn: with an encoder only
   torch::nn::Linear fc1{nullptr}, fc2{nullptr};

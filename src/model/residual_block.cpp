@@ -47,6 +47,10 @@ torch::Tensor ResidualBlock::forward(const torch::Tensor& x, const SubLayer& f,
   return out;
 }
 
+torch::Tensor ResidualBlock::sublayer_input(const torch::Tensor& x) {
+  return placement_ == NormPlacement::kPre || placement_ == NormPlacement::kPeri ? normalize(x) : x;
+}
+
 torch::Tensor ResidualBlock::normalize(const torch::Tensor& x) {
   if (observer_) observer_("ln_input", x);
   return norm_(x);

@@ -60,6 +60,9 @@ class ResidualBlock {
 
   // x (B,T,C) -> (B,T,C)
   torch::Tensor forward(const torch::Tensor& x, const SubLayer& f, bool training);
+  // What forward(x, f) hands f: x normalised where the norm precedes the sub-layer (pre, peri),
+  // else x itself.
+  torch::Tensor sublayer_input(const torch::Tensor& x);
 
   NormPlacement placement() const { return placement_; }  // post | pre | peri | none
   const Norm& norm() const { return norm_; }                // null when placement is none
