@@ -267,10 +267,11 @@ torch::Tensor DecoderImpl::output_weight() const {
 }
 
 torch::Tensor DecoderImpl::forward(const torch::Tensor& prev_output_tokens, const EncoderOut& encoder) {
-  // fairseq masks padded target keys too; with right padding only padded rows change. Blocks
-  // without padding (a language model's contiguous blocks) skip the masking and its gradient.
+  // fairseq masks padded target keys too; with right padding only padded rows change. On the
+  // CPU, blocks without padding (a language model's contiguous blocks) skip the masking and its
+  // gradient (on an accelerator the test would cost a synchronisation per forward).
   auto padding_mask = prev_output_tokens.eq(kPad);
-  if (!padding_mask.any().item<bool>()) padding_mask = torch::Tensor();
+  if (padding_mask.is_cpu() && !padding_mask.any().item<bool>()) padding_mask = torch::Tensor();
   auto x = embedding_.forward(embed_tokens, embed_positions, prev_output_tokens, is_training());
   for (const auto& layer : *layers)
     x = layer->as<DecoderLayerImpl>()->forward(x, padding_mask, encoder.out, encoder.padding_mask);
