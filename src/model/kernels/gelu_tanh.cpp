@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include "model/kernels/cpu_features.h"
+#include "model/kernels/reduced.h"
 #include "model/kernels/gelu_tanh_rows.h"
 
 namespace normlab::model::kernels {
@@ -20,12 +21,6 @@ void for_blocks(int64_t n, F&& span) {
   at::parallel_for(0, (n + kBlock - 1) / kBlock, kBlocksPerTask, [&](int64_t begin, int64_t end) {
     span(begin * kBlock, std::min(end * kBlock, n));
   });
-}
-
-template <class F>
-void dispatch_reduced(c10::ScalarType type, F&& f) {
-  if (type == torch::kBFloat16) f(c10::BFloat16());
-  else f(c10::Half());
 }
 
 template <class T>
@@ -73,8 +68,7 @@ class GeluTanhFunction : public torch::autograd::Function<GeluTanhFunction> {
 }  // namespace
 
 bool gelu_tanh_apply(const torch::Tensor& x) {
-  const auto type = x.scalar_type();
-  return avx2_fma() && x.device().is_cpu() && (type == torch::kBFloat16 || type == torch::kHalf);
+  return reduced_on_avx2_cpu(x);
 }
 
 torch::Tensor gelu_tanh(const torch::Tensor& x) {

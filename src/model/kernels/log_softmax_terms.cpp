@@ -4,18 +4,13 @@
 #include <torch/torch.h>
 
 #include "model/kernels/cpu_features.h"
+#include "model/kernels/reduced.h"
 #include "model/kernels/log_softmax_terms_rows.h"
 
 namespace normlab::model::kernels {
 namespace {
 
 constexpr int64_t kRowsPerTask = 16;
-
-template <class F>
-void dispatch_reduced(c10::ScalarType type, F&& f) {
-  if (type == torch::kBFloat16) f(c10::BFloat16());
-  else f(c10::Half());
-}
 
 class LogSoftmaxTermsFunction : public torch::autograd::Function<LogSoftmaxTermsFunction> {
  public:
@@ -66,8 +61,7 @@ class LogSoftmaxTermsFunction : public torch::autograd::Function<LogSoftmaxTerms
 }  // namespace
 
 bool log_softmax_terms_apply(const torch::Tensor& logits) {
-  const auto type = logits.scalar_type();
-  return avx2_fma() && logits.device().is_cpu() && (type == torch::kBFloat16 || type == torch::kHalf);
+  return reduced_on_avx2_cpu(logits);
 }
 
 LogSoftmaxTerms log_softmax_terms(const torch::Tensor& logits, const torch::Tensor& target) {
