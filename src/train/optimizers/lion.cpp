@@ -13,6 +13,7 @@
 
 #include <torch/torch.h>
 
+#include "train/optimizers/fused_step.h"
 #include "train/optimizers/optimizers.h"
 
 namespace normlab::train {
@@ -24,8 +25,8 @@ class Lion final : public OptimizerAlgorithm {
  public:
   Lion(const OptimizerConfig& config, size_t parameters) : OptimizerAlgorithm(config), exp_avg_(parameters) {}
 
-  // One group of _foreach calls per lr scale, dtype and device (torch.optim's parameter groups;
-  // on CUDA each call is one multi-tensor kernel launch for the whole group).
+  // One group per lr scale, dtype and device (torch.optim's parameter groups): fused on the CPU,
+  // else _foreach calls (on CUDA each is one multi-tensor kernel launch for the whole group).
   void step(const NamedTensors& params, const std::vector<size_t>& ready, const std::vector<double>& lr_scales,
             double lr) override {
     std::map<std::tuple<double, c10::ScalarType, c10::DeviceType, c10::DeviceIndex>, std::vector<size_t>> groups;
@@ -72,12 +73,21 @@ class Lion final : public OptimizerAlgorithm {
   }
 
   // Chen et al.'s Algorithm 2 on parameters of one dtype and device at rate lr (lr scale
-  // included), as lion-pytorch's update_fn: its operations in its order, so that float32 agrees.
+  // included): one pass per parameter where fused_step.h applies (float32/float64 on the CPU),
+  // else lion-pytorch's update_fn as _foreach calls. Both make its operations in its order, so
+  // that float32 agrees with it.
   void update_group(const std::vector<torch::Tensor>& ps, const std::vector<torch::Tensor>& gs,
                     const std::vector<torch::Tensor>& ms, double lr) const {
     const auto& c = config();
     const auto [beta1, beta2] = c.betas;
     const double wd = c.decoupled_weight_decay();  // --weight-decay, or its independent form
+    std::vector<torch::Tensor> all(ps);
+    all.insert(all.end(), gs.begin(), gs.end());
+    all.insert(all.end(), ms.begin(), ms.end());
+    if (fused::applies(all)) {
+      for (size_t j = 0; j < ps.size(); ++j) fused::lion(ps[j], gs[j], ms[j], {lr, wd, beta1, beta2});
+      return;
+    }
     if (wd != 0.0) torch::_foreach_mul_(ps, 1.0 - lr * wd);  // decoupled weight decay
     auto direction = torch::_foreach_mul(ms, beta1);          // c = b1 m + (1 - b1) g
     torch::_foreach_add_(direction, gs, 1.0 - beta1);

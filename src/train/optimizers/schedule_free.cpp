@@ -24,6 +24,7 @@
 
 #include <torch/torch.h>
 
+#include "train/optimizers/fused_step.h"
 #include "train/optimizers/optimizers.h"
 
 namespace normlab::train {
@@ -48,8 +49,8 @@ class AdamWScheduleFree final : public OptimizerAlgorithm {
   AdamWScheduleFree(const OptimizerConfig& config, size_t parameters)
       : OptimizerAlgorithm(config), z_(parameters), exp_avg_sq_(parameters) {}
 
-  // The update's scalars, then one group of _foreach calls per lr scale, dtype and device
-  // (torch.optim's parameter groups; on CUDA one multi-tensor kernel per call and group).
+  // The update's scalars, then one group per lr scale, dtype and device (torch.optim's parameter
+  // groups): fused on the CPU, else _foreach calls (on CUDA one multi-tensor kernel per call and group).
   void step(const NamedTensors& params, const std::vector<size_t>& ready, const std::vector<double>& lr_scales,
             double lr) override {
     now_ = advance(lr);
@@ -158,13 +159,21 @@ class AdamWScheduleFree final : public OptimizerAlgorithm {
     exp_avg_sq_[i] = torch::zeros_like(p, torch::MemoryFormat::Preserve);
   }
 
-  // The formulas above on parameters of one dtype and device at rate lr (lr_k, lr scale included),
-  // schedulefree's _foreach calls in their order, so that float32 agrees; the gradient is left
-  // as it is (schedulefree divides it in place).
+  // The formulas above on parameters of one dtype and device at rate lr (lr_k, lr scale included):
+  // one pass per parameter where fused_step.h applies (float32/float64 on the CPU), else
+  // schedulefree's _foreach calls. Both make its operations in its order, so that float32 agrees;
+  // the gradient is left as it is (schedulefree divides it in place).
   void update_group(const std::vector<torch::Tensor>& ys, const std::vector<torch::Tensor>& gs,
                     const std::vector<torch::Tensor>& zs, const std::vector<torch::Tensor>& vs, double lr) const {
     const auto& c = config();
     const auto [beta1, beta2] = c.betas;
+    std::vector<torch::Tensor> all(ys);
+    for (const auto* more : {&gs, &zs, &vs}) all.insert(all.end(), more->begin(), more->end());
+    if (fused::applies(all)) {
+      const fused::ScheduleFreeStep s{lr, beta1, beta2, c.eps, c.weight_decay, now_.c, now_.bias_correction2};
+      for (size_t j = 0; j < ys.size(); ++j) fused::schedule_free(ys[j], gs[j], zs[j], vs[j], s);
+      return;
+    }
     torch::_foreach_mul_(vs, beta2);  // v = b2 v + (1 - b2) g^2
     torch::_foreach_addcmul_(vs, gs, gs, 1.0 - beta2);
     auto denom = torch::_foreach_div(vs, now_.bias_correction2);  // sqrt(v / (1 - b2^(k+1))) + eps
