@@ -73,12 +73,13 @@ void lion_span(T* p, const T* g, T* m, int64_t begin, int64_t end, const LionCon
   });
 }
 
-// In blocks that stay in L1: v and v / bias_correction2 first, then ATen's square root of the
-// block (aten_sqrt, as torch.sqrt computes it), then the rest.
+// In blocks that stay in L2: v and v / bias_correction2 first, then ATen's square root of the
+// block (aten_sqrt, as torch.sqrt computes it), then the rest. MKL's call costs ~1 us: 1024-element
+// blocks took 57 ms a step over 41.8M parameters, 8192 41 ms, 16384-65536 no less (2 threads).
 template <class T>
 void schedule_free_span(T* y, const T* g, T* z, T* v, int64_t begin, int64_t end,
                         const ScheduleFreeConstants<T>& k) {
-  constexpr int64_t block = 1024;
+  constexpr int64_t block = 8192;
   T root[block];
   for (int64_t start = begin; start < end; start += block) {
     const int64_t stop = std::min(end, start + block);
