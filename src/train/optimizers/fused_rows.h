@@ -26,7 +26,9 @@ struct ScheduleFreeConstants {
 };
 
 // x = sqrt(x) for n elements, as torch.sqrt computes it on the CPU (at::vml::vsqrt: MKL's vector
-// square root in a build with MKL, else the correctly rounded one). fused_step.cpp.
+// square root in a build with MKL, else the correctly rounded one), where sqrt_as_aten() says it
+// is known. fused_step.cpp.
+bool sqrt_as_aten();
 void aten_sqrt(float* x, int64_t n);
 void aten_sqrt(double* x, int64_t n);
 

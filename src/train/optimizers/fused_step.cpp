@@ -1,5 +1,7 @@
 #include "train/optimizers/fused_step.h"
 
+#include <dlfcn.h>
+
 #include <ATen/Config.h>
 #include <ATen/Parallel.h>
 #include <ATen/cpu/vec/functional.h>
@@ -7,15 +9,6 @@
 
 #include "model/kernels/cpu_features.h"
 #include "train/optimizers/fused_rows.h"
-
-#if AT_MKL_ENABLED() && !defined(__APPLE__)
-// MKL's vector square root, which the wheel's libtorch_cpu exports and ATen's vml.h calls for
-// torch.sqrt (LP64 MKL: MKL_INT is int; the mode is MKL_INT64). mkl.h is not in the wheel.
-extern "C" {
-void vmsSqrt(int n, const float* a, float* r, long long mode);
-void vmdSqrt(int n, const double* a, double* r, long long mode);
-}
-#endif
 
 namespace normlab::train::fused {
 namespace {
@@ -43,15 +36,42 @@ void for_tasks(const torch::Tensor& t, Span&& span) {
 }  // namespace
 
 #if AT_MKL_ENABLED() && !defined(__APPLE__)
+namespace {
+
+// MKL's vector square roots, which ATen's vml.h calls for torch.sqrt. mkl.h is not in the wheel:
+// they are found in the loaded libtorch_cpu at run time (LP64 MKL: MKL_INT is int, the mode
+// MKL_INT64), so that a build whose library does not export them still links (and then the fused
+// schedule-free step does not run: sqrt_as_aten() is false).
+struct MklSqrt {
+  void (*single)(int, const float*, float*, long long);
+  void (*twice)(int, const double*, double*, long long);
+};
+
+const MklSqrt& mkl_sqrt() {
+  static const MklSqrt found{reinterpret_cast<decltype(MklSqrt::single)>(dlsym(RTLD_DEFAULT, "vmsSqrt")),
+                             reinterpret_cast<decltype(MklSqrt::twice)>(dlsym(RTLD_DEFAULT, "vmdSqrt"))};
+  return found;
+}
+
 // vml.h's mode: VML_HA | VML_FTZDAZ_OFF | VML_ERRMODE_IGNORE (mkl_vml_defines.h).
 constexpr long long kVmlMode = 0x2 | 0x140000 | 0x100;
-void aten_sqrt(float* x, int64_t n) { vmsSqrt(static_cast<int>(n), x, x, kVmlMode); }
-void aten_sqrt(double* x, int64_t n) { vmdSqrt(static_cast<int>(n), x, x, kVmlMode); }
+
+}  // namespace
+
+bool sqrt_as_aten() { return mkl_sqrt().single && mkl_sqrt().twice; }
+void aten_sqrt(float* x, int64_t n) { mkl_sqrt().single(static_cast<int>(n), x, x, kVmlMode); }
+void aten_sqrt(double* x, int64_t n) { mkl_sqrt().twice(static_cast<int>(n), x, x, kVmlMode); }
 #else
+namespace {
+
 template <class T>
 void vector_sqrt(T* x, int64_t n) {
   at::vec::map([](at::vec::Vectorized<T> v) { return v.sqrt(); }, x, x, n);
 }
+
+}  // namespace
+
+bool sqrt_as_aten() { return true; }  // vml.h without MKL: the vector instruction
 void aten_sqrt(float* x, int64_t n) { vector_sqrt(x, n); }
 void aten_sqrt(double* x, int64_t n) { vector_sqrt(x, n); }
 #endif
@@ -63,6 +83,10 @@ bool applies(const std::vector<torch::Tensor>& tensors) {
   for (const auto& t : tensors)
     if (!t.defined() || !t.device().is_cpu() || t.scalar_type() != type || !t.is_contiguous()) return false;
   return true;
+}
+
+bool schedule_free_applies(const std::vector<torch::Tensor>& tensors) {
+  return applies(tensors) && sqrt_as_aten();
 }
 
 void lion(const torch::Tensor& p, const torch::Tensor& grad, const torch::Tensor& exp_avg, const LionStep& s) {
@@ -87,9 +111,9 @@ void lion(const torch::Tensor& p, const torch::Tensor& grad, const torch::Tensor
 
 void schedule_free(const torch::Tensor& y, const torch::Tensor& grad, const torch::Tensor& z,
                    const torch::Tensor& exp_avg_sq, const ScheduleFreeStep& s) {
-  TORCH_CHECK(applies({y, grad, z, exp_avg_sq}) && grad.numel() == y.numel() && z.numel() == y.numel() &&
+  TORCH_CHECK(schedule_free_applies({y, grad, z, exp_avg_sq}) && grad.numel() == y.numel() && z.numel() == y.numel() &&
                   exp_avg_sq.numel() == y.numel(),
-              "fused::schedule_free: contiguous float32/float64 CPU tensors of one size and dtype only");
+              "fused::schedule_free: contiguous float32/float64 CPU tensors of one size and dtype, with torch.sqrt's square root known");
   dispatch_float(y, [&](auto tag) {
     using T = decltype(tag);
     ScheduleFreeConstants<T> k;

@@ -20,6 +20,10 @@ struct LionStep {
 };
 void lion(const torch::Tensor& p, const torch::Tensor& grad, const torch::Tensor& exp_avg, const LionStep& s);
 
+// Whether the fused schedule-free step takes these tensors: applies(), and torch.sqrt's square
+// root is known here (MKL's, found in libtorch_cpu at run time).
+bool schedule_free_applies(const std::vector<torch::Tensor>& tensors);
+
 // Schedule-free AdamW (Defazio et al. 2024; schedule_free.cpp's formulas at one step's scalars).
 struct ScheduleFreeStep {
   double lr;                 // lr_k times the parameter's lr scale

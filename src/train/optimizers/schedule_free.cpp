@@ -169,7 +169,7 @@ class AdamWScheduleFree final : public OptimizerAlgorithm {
     const auto [beta1, beta2] = c.betas;
     std::vector<torch::Tensor> all(ys);
     for (const auto* more : {&gs, &zs, &vs}) all.insert(all.end(), more->begin(), more->end());
-    if (fused::applies(all)) {
+    if (fused::schedule_free_applies(all)) {
       const fused::ScheduleFreeStep s{lr, beta1, beta2, c.eps, c.weight_decay, now_.c, now_.bias_correction2};
       for (size_t j = 0; j < ys.size(); ++j) fused::schedule_free(ys[j], gs[j], zs[j], vs[j], s);
       return;
