@@ -7,8 +7,9 @@
 // add.h); addcmul is fma(value t1, t2, self) (the product value t1 rounded first); lerp is
 // fma(w, end - start, start) for |w| < 0.5, else fma(w - 1, end - start, end) (Lerp.h); sign is
 // (0 < x) - (x < 0); sqrt is MKL's vector square root where ATen is built with MKL (vml.h: not
-// correctly rounded in float32, so the vector sqrt instruction would differ). So the fused step is bit for bit the unfused one (tests/train/fused_step_test.cpp),
-// and keeps agreeing with lion-pytorch's and schedulefree's float32 to the bit where those did.
+// correctly rounded in float32, so the vector sqrt instruction would differ). So the fused step
+// is bit for bit the unfused one (tests/train/fused_step_test.cpp), and keeps agreeing with
+// lion-pytorch's and schedulefree's float32 to the bit where those did.
 // The last partial vector is loaded and stored partially and computed as the others (an FMA is
 // one rounding at every width, and ATen's scalar tail contracts to the same FMA).
 #include "train/optimizers/fused_rows.h"
