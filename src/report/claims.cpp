@@ -2,6 +2,7 @@
 
 #include <fnmatch.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -42,6 +43,18 @@ std::string show(double x) {
 // from several ("0 - json(...) = -68.17 [= 68.17]").
 std::string side(const Value& v) {
   return v.compound && v.known ? v.text + " [= " + show(v.x) + "]" : v.text;
+}
+
+bool is_aggregate(const std::string& name) { return name == "min" || name == "max" || name == "mean"; }
+
+// min, max or mean of a non-empty list.
+double aggregate(const std::string& agg, const std::vector<double>& xs) {
+  double r = xs[0], total = 0;
+  for (double x : xs) {
+    r = agg == "min" ? std::min(r, x) : std::max(r, x);
+    total += x;
+  }
+  return agg == "mean" ? total / static_cast<double>(xs.size()) : r;
 }
 
 // Recursive descent that evaluates as it parses; without cells it only checks the syntax.
@@ -90,6 +103,23 @@ class Rule {
     while (i_ < s_.size() && s_[i_] != ')' && s_[i_] != ',' && !std::isspace(static_cast<unsigned char>(s_[i_]))) ++i_;
     if (i_ == start) error("expected a cell name or pattern");
     return s_.substr(start, i_ - start);
+  }
+  // A grid key as recipes name them: letters, digits, '-' and '_'.
+  std::string grid_key() {
+    skip();
+    const size_t start = i_;
+    while (i_ < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[i_])) || s_[i_] == '-' || s_[i_] == '_')) ++i_;
+    if (i_ == start) error("expected a grid key after 'over'");
+    return s_.substr(start, i_ - start);
+  }
+  // METRIC '(' PATTERN ')'
+  std::pair<std::string, std::string> metric_of_pattern() {
+    const std::string metric = identifier();
+    if (!kMetrics.count(metric)) error("unknown metric '" + metric + "'");
+    expect("(");
+    const std::string p = pattern();
+    expect(")");
+    return {metric, p};
   }
   std::string quoted() {
     skip();
@@ -191,13 +221,21 @@ class Rule {
     }
     const size_t start = i_;
     const std::string name = identifier();
-    if (name == "min" || name == "max" || name == "mean") {
+    if (is_aggregate(name)) {
       expect("(");
-      const std::string metric = identifier();
-      if (!kMetrics.count(metric)) error("unknown metric '" + metric + "'");
-      expect("(");
-      const std::string p = pattern();
-      expect(")");
+      const size_t inner_at = i_;
+      const std::string inner = identifier();
+      if (is_aggregate(inner)) {  // AGG(AGG(METRIC(PATTERN) over KEY))
+        expect("(");
+        const auto [metric, p] = metric_of_pattern();
+        expect("over");
+        const std::string key = grid_key();
+        expect(")");
+        expect(")");
+        return measure_over(name, inner, metric, p, key);
+      }
+      i_ = inner_at;
+      const auto [metric, p] = metric_of_pattern();
       expect(")");
       return measure(name, metric, p, {});
     }
@@ -271,13 +309,34 @@ class Rule {
       if (!missing.empty()) return {0, false, text + " [" + c->name + ": " + missing + "]"};
       xs.push_back(x);
     }
-    double r = xs[0];
-    for (double x : xs) r = agg == "min" ? std::min(r, x) : agg == "max" ? std::max(r, x) : r;
-    if (agg == "mean") {
-      r = 0;
-      for (double x : xs) r += x / static_cast<double>(xs.size());
-    }
+    const double r = agg.empty() ? xs[0] : aggregate(agg, xs);
     return {r, true, text + " = " + show(r)};
+  }
+
+  // OUTER(INNER(METRIC(PATTERN) over KEY)): the matched cells grouped by their grid point
+  // without KEY, INNER within each group (e.g. the best over a learning-rate grid), OUTER
+  // across the groups (e.g. the mean over checkpoints).
+  Value measure_over(const std::string& outer, const std::string& inner, const std::string& metric,
+                     const std::string& p, const std::string& key) {
+    const std::string text = outer + "(" + inner + "(" + metric + "(" + p + ") over " + key + "))";
+    if (!cells_) return {0, false, text};
+    const auto matched = match(p);
+    if (matched.empty()) return {0, false, text + " [no such cell]"};
+    std::map<std::vector<std::pair<std::string, std::string>>, std::vector<double>> groups;
+    for (const auto* c : matched) {
+      auto rest = c->grid;
+      const auto k = std::find_if(rest.begin(), rest.end(), [&](const auto& kv) { return kv.first == key; });
+      if (k == rest.end()) return {0, false, text + " [" + c->name + " has no grid key " + key + "]"};
+      rest.erase(k);
+      double x = 0;
+      const std::string missing = one(*c, metric, {}, x);
+      if (!missing.empty()) return {0, false, text + " [" + c->name + ": " + missing + "]"};
+      groups[rest].push_back(x);
+    }
+    std::vector<double> per_group;
+    for (const auto& [rest, xs] : groups) per_group.push_back(aggregate(inner, xs));
+    const double r = aggregate(outer, per_group);
+    return {r, true, text + " = " + show(r) + " [" + std::to_string(groups.size()) + " groups]"};
   }
 
   // "" and x set, or why the value is missing.
@@ -335,16 +394,7 @@ class Rule {
       }
       if (xs.empty()) return args[0] + ": no row matches";
       const std::string& agg = args[2];
-      x = agg == "first" ? xs.front() : xs.back();
-      if (agg == "min" || agg == "max" || agg == "mean") {
-        x = xs[0];
-        double total = 0;
-        for (double v : xs) {
-          x = agg == "min" ? std::min(x, v) : std::max(x, v);
-          total += v;
-        }
-        if (agg == "mean") x = total / static_cast<double>(xs.size());
-      }
+      x = agg == "first" ? xs.front() : agg == "last" ? xs.back() : aggregate(agg, xs);
       return "";
     }
     const auto m = recipe::cell_metrics(c);

@@ -5,6 +5,8 @@
 //   atom   := '(' rule ')' | STATUS '(' PATTERN ')' | sum CMP sum      CMP: < <= > >=
 //   sum    := product (('+'|'-') product)*;  product := value (('*'|'/') value)*
 //   value  := NUMBER | METRIC '(' PATTERN ')' | AGG '(' METRIC '(' PATTERN ')' ')'
+//           | AGG '(' AGG '(' METRIC '(' PATTERN ')' 'over' KEY ')' ')'   (inner AGG within each
+//             group of cells that differ only in the grid key KEY, outer AGG across the groups)
 //           | 'json' '(' PATTERN ',' "FILE" ',' "KEY.PATH" ')'
 //           | 'csv' '(' PATTERN ',' "FILE" ',' "COLUMN" ',' "AGG" [',' "COL=VALUE ..."] ')'
 //   STATUS: ok diverged failed (every matched cell has it);  AGG: min max mean

@@ -390,6 +390,11 @@ def main():
                               ":7: rule 'final_valid_loss(a) <': expected a number"),
         "r_claim_metric.toml": ('title = "x"\n' + good_cell + '[[claims]]\ntext = "t"\nrule = "bleu(a) > 1"\n',
                                 ":7: rule 'bleu(a) > 1': expected a number, a metric"),
+        "r_claim_over.toml": ('title = "x"\n' + good_cell + '[[claims]]\ntext = "t"\n'
+                              'rule = "mean(max(final_valid_loss(a*))) > 1"\n', ":7: rule 'mean(max(final_valid_loss(a*))) > 1': "
+                              "expected 'over'"),
+        "r_claim_over_key.toml": ('title = "x"\n' + good_cell + '[[claims]]\ntext = "t"\n'
+                                  'rule = "mean(max(final_valid_loss(a*) over)) > 1"\n', ":7: rule 'mean(max(final_valid_loss(a*) over)) > 1': expected a grid key after 'over'"),
         "r_synth_key.toml": ('title = "x"\n[synth]\nsize = 3\n' + good_cell, ":3: unknown key 'size' in [synth]"),
         # Issue 34: '.' and '..' would name the results folder itself or its parent.
         "r_dot_cell.toml": ('title = "x"\n[[cells]]\nname = "."\n', ":3: cell name '.': use letters"),

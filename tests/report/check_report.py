@@ -54,6 +54,17 @@ def main():
         argv = ["train", "--precision", "bf16"] if name == "b" else ["train"]
         write(f"{cells}/{name}/cell.json", json.dumps({"name": name, "command": "train", "argv": argv, "grid": {},
                                                        "exit_code": code, "status": st, "wall_s": 1.5}))
+    # A grid of cells (checkpoint u x lr), each with one validation loss, for AGG(AGG(... over KEY)).
+    gridded = {(u, lr): rnd.uniform(2, 4) for u in (250, 500, 1000) for lr in ("1e-4", "3e-4")}
+    for (u, lr), v in gridded.items():
+        name = f"g_init-from-update={u}_lr={lr}"
+        write(f"{cells}/{name}/metrics.jsonl", json.dumps({"step": 10, "epoch": 1, "valid_loss": v}) + "\n")
+        write(f"{cells}/{name}/cell.json", json.dumps({
+            "name": name, "command": "train", "argv": ["train"], "grid": {"init-from-update": str(u), "lr": lr},
+            "exit_code": 0, "status": "ok", "wall_s": 1.0}))
+    best_per_u = [min(gridded[(u, lr)] for lr in ("1e-4", "3e-4")) for u in (250, 500, 1000)]
+    worst_u_per_lr = [max(gridded[(u, lr)] for u in (250, 500, 1000)) for lr in ("1e-4", "3e-4")]
+    mean_best = sum(best_per_u) / 3
 
     # probe: grad_norms.csv and hidden_norms.csv
     grad_rows, fc2 = [], {}
@@ -122,12 +133,20 @@ def main():
         ("ok(a) and final_valid_loss(f) < 1", 0, None),  # true and unknown = unknown
         ("final_valid_loss(a*) < 5", 0, True),  # a glob matching one cell needs no aggregate
         ("final_valid_loss(*) < 5", 0, None),  # several cells without min/max/mean: not decided
+        # The best lr per checkpoint, then the mean over checkpoints; and the worst checkpoint per lr.
+        (f"mean(min(best_valid_loss(g_*) over lr)) < {mean_best + 0.01}", 0, True),
+        (f"mean(min(best_valid_loss(g_*) over lr)) > {mean_best + 0.01}", 0, False),
+        (f"min(max(best_valid_loss(g_*) over init-from-update)) < {min(worst_u_per_lr) + 0.01}", 0, True),
+        (f"min(max(best_valid_loss(g_*) over init-from-update)) > {min(worst_u_per_lr) - 0.01}", 0, True),
+        ("mean(min(best_valid_loss(g_*) over seed)) < 9", 0, None),  # no such grid key: not measured
+        ("mean(min(best_valid_loss(a) over lr)) < 9", 0, None),  # a cell without a grid
     ]
     toml = 'title = "report test"\n[[cells]]\nname = "x"\ncommand = "train"\n'
     for k, (rule, margin, _) in enumerate(claims):
         toml += f'\n[[claims]]\ntext = "claim {k}"\nrule = {json.dumps(rule)}\nmargin = {margin}\n'
     write(f"{d}/recipe.toml", toml)
-    names = ["a", "b", "c", "f", "n", "p", "t", "q", "h1", "h2"]
+    names = ["a", "b", "c", "f", "n", "p", "t", "q", "h1", "h2"] + [f"g_init-from-update={u}_lr={lr}"
+                                                                    for (u, lr) in gridded]
     write(f"{d}/run.json", json.dumps({"recipe": "test", "title": "report test", "scale": "smoke",
                                        "cells": [{"name": n, "argv": []} for n in names]}))
 
@@ -146,9 +165,17 @@ def main():
     check(arithmetic.endswith("- 3 [= 31] does not hold") and arithmetic.count("[=") == 1,
           f"reason of the arithmetic claim: {arithmetic!r}")
 
+    # The grouped value's reason: the mean of the three per-checkpoint minima, and how many groups.
+    grouped = rep["claims"][16]["reason"]
+    check(f"mean(min(best_valid_loss(g_*) over lr)) = {g4(mean_best)} [3 groups] <" in grouped,
+          f"reason of the grouped claim: {grouped!r}")
+    unkeyed = rep["claims"][20]["reason"]
+    check("has no grid key seed" in unkeyed, f"reason of the claim over a missing key: {unkeyed!r}")
+
     figures = {f["name"]: f for f in rep["figures"]}
     expected = ["valid-loss", "valid-bleu", "train-loss", "grad-norms-p", "hidden-norms-p", "histogram-grad-t",
-                "histogram-update-t", "ln-inputs-encoder-t", "ln-inputs-decoder-t", "perturb-q", "hessian-density"]
+                "histogram-update-t", "ln-inputs-encoder-t", "ln-inputs-decoder-t", "perturb-q", "hessian-density",
+                "lr-grid"]  # lr-grid: the g_* cells' final losses against their lr
     check(sorted(figures) == sorted(expected), f"figures {sorted(figures)}")
     for name in expected:
         if name not in figures:
