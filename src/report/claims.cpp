@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <limits>
 #include <map>
+#include <optional>
 #include <set>
 #include <stdexcept>
 
@@ -303,12 +304,7 @@ class Rule {
     if (matched.size() > 1 && agg.empty())
       return {0, false, text + " [" + std::to_string(matched.size()) + " cells match: use min/max/mean]"};
     std::vector<double> xs;
-    for (const auto* c : matched) {
-      double x = 0;
-      std::string missing = one(*c, kind, args, x);
-      if (!missing.empty()) return {0, false, text + " [" + c->name + ": " + missing + "]"};
-      xs.push_back(x);
-    }
+    if (auto missing = gather(matched, kind, args, text, xs)) return *missing;
     const double r = agg.empty() ? xs[0] : aggregate(agg, xs);
     return {r, true, text + " = " + show(r)};
   }
@@ -322,21 +318,34 @@ class Rule {
     if (!cells_) return {0, false, text};
     const auto matched = match(p);
     if (matched.empty()) return {0, false, text + " [no such cell]"};
+    std::vector<double> xs;
+    if (auto missing = gather(matched, metric, {}, text, xs)) return *missing;
     std::map<std::vector<std::pair<std::string, std::string>>, std::vector<double>> groups;
-    for (const auto* c : matched) {
-      auto rest = c->grid;
+    for (size_t i = 0; i < matched.size(); ++i) {
+      auto rest = matched[i]->grid;
       const auto k = std::find_if(rest.begin(), rest.end(), [&](const auto& kv) { return kv.first == key; });
-      if (k == rest.end()) return {0, false, text + " [" + c->name + " has no grid key " + key + "]"};
+      if (k == rest.end()) return {0, false, text + " [" + matched[i]->name + " has no grid key " + key + "]"};
       rest.erase(k);
-      double x = 0;
-      const std::string missing = one(*c, metric, {}, x);
-      if (!missing.empty()) return {0, false, text + " [" + c->name + ": " + missing + "]"};
-      groups[rest].push_back(x);
+      groups[rest].push_back(xs[i]);
     }
     std::vector<double> per_group;
     for (const auto& [rest, xs] : groups) per_group.push_back(aggregate(inner, xs));
     const double r = aggregate(outer, per_group);
     return {r, true, text + " = " + show(r) + " [" + std::to_string(groups.size()) + " groups]"};
+  }
+
+  // Each matched cell's value into xs (in order); or, when one is missing, the unknown Value
+  // that names the cell and why.
+  std::optional<Value> gather(const std::vector<const recipe::CellResult*>& matched, const std::string& kind,
+                              const std::vector<std::string>& args, const std::string& text,
+                              std::vector<double>& xs) {
+    for (const auto* c : matched) {
+      double x = 0;
+      const std::string missing = one(*c, kind, args, x);
+      if (!missing.empty()) return Value{0, false, text + " [" + c->name + ": " + missing + "]"};
+      xs.push_back(x);
+    }
+    return std::nullopt;
   }
 
   // "" and x set, or why the value is missing.
