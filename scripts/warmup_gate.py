@@ -1,0 +1,198 @@
+#!/usr/bin/env python3
+"""The 2% probe as a gate (issue 37): no warm-up unless the probe says so, then a ramp.
+
+    python3 scripts/warmup_gate.py --grid ARMS.csv PROBE.csv UPDATES [--grid ...] [--arm auto]
+                                   [--fit-schemes post-ln,pre-ln,admin,t-fixup] [--md FILE]
+
+ARMS.csv is what scripts/warmup_auto.py keeps (docs/data/warmup_auto/synthetic-*.csv: every arm's
+final validation loss per configuration and seed), PROBE.csv what scripts/warmup_predictor.py
+keeps (the probe's quantities per seed: the first 2% of the w0 run), UPDATES the grid's planned
+updates. Nothing is trained: the gated arm of a seed is that seed's w0 result when its probe
+quantity is on the "no" side of the threshold, and ARM's result (the same seed, a fresh run from
+the same initialisation) when it is on the "yes" side. So the gate costs the probe's 2% only where
+it chooses the ramp (the probe is then thrown away and the run restarts with ARM).
+
+Scored as scripts/warmup_auto.py scores an arm (one definition of the margin, the tuned warm-up
+and the truth): per configuration the gated arm's mean over the seeds, within the margin of the
+best fixed warm-up (w0 ... w25) or not. For each probe quantity the threshold and side with the
+most configurations within the margin are chosen:
+  - per grid: fitted on the --fit-schemes, applied unchanged to the other schemes;
+  - across grids (with two --grid): fitted on every configuration of one grid, applied to the
+    other, the quantity as measured ("plain") and multiplied by the grid's planned updates
+    ("x updates": a threshold that scales as 1/length).
+The oracle gate (ARM exactly where the truth says warm-up is needed) and the cross-seed noise
+ceiling (warmup_auto.py's) bound what any gate can reach."""
+import argparse
+import math
+import statistics
+import sys
+import os
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from atomic_write import write_text  # noqa: E402
+from warmup_auto import FIXED, cross_seed_oracle, read_kept, worse  # noqa: E402
+from warmup_predictor import FEATURES  # noqa: E402
+
+
+class Grid:
+    def __init__(self, arms_csv, probe_csv, updates, arm):
+        self.name = os.path.basename(arms_csv)
+        self.updates = updates
+        self.loss = {}  # (arm, scheme, lr, seed) -> final validation loss (inf: diverged)
+        for r in read_kept(arms_csv):
+            self.loss[(r["arm"], r["scheme"], r["lr"], r["seed"])] = (
+                math.inf if r.get("diverged") else r["valid_loss"])
+        self.probe = {}  # (scheme, lr, seed) -> {quantity: value}
+        for line, r in enumerate(read_csv(probe_csv), start=2):
+            try:
+                self.probe[(r["scheme"], float(r["lr"]), int(r["seed"]))] = {f: float(r[f]) for f in FEATURES}
+            except (KeyError, ValueError) as e:
+                sys.exit(f"warmup_gate.py: {probe_csv}:{line}: not a row of warmup_predictor.py's csv ({e})")
+        self.configs = sorted({(s, lr) for (x, s, lr, k) in self.loss if x == "w0"})
+        self.seeds = {c: sorted(k for (x, s, lr, k) in self.loss if x == "w0" and (s, lr) == c) for c in self.configs}
+        for c in self.configs:
+            for k in self.seeds[c]:
+                for x in FIXED + [arm]:
+                    if (x,) + c + (k,) not in self.loss:
+                        sys.exit(f"warmup_gate.py: {arms_csv}: no {x} row for {c[0]} lr {c[1]:g} seed {k}")
+                if c + (k,) not in self.probe:
+                    sys.exit(f"warmup_gate.py: {probe_csv}: no probe row for {c[0]} lr {c[1]:g} seed {k}")
+
+    def tuned(self, c):
+        return min(self.mean(c, lambda k, x=x: self.loss[(x,) + c + (k,)]) for x in FIXED)
+
+    def mean(self, c, pick):
+        return statistics.fmean(pick(k) for k in self.seeds[c])
+
+    def needs(self, c):
+        n = sum(worse(self.loss[("w0",) + c + (k,)], min(self.loss[(x,) + c + (k,)] for x in FIXED[1:]))
+                for k in self.seeds[c])
+        return 2 * n >= len(self.seeds[c]) + len(self.seeds[c]) % 2  # 2 of 3 (of 2: both)
+
+    def met(self, configs, arm, gate):
+        """(configurations within the margin, of them needing warm-up, of them needing none)."""
+        out = [0, 0, 0]
+        for c in configs:
+            ok = not worse(self.mean(c, lambda k: self.loss[(arm if gate(c, k) else "w0",) + c + (k,)]), self.tuned(c))
+            out[0] += ok
+            out[1 if self.needs(c) else 2] += ok
+        return tuple(out)
+
+
+def read_csv(path):
+    import csv
+    if not os.path.isfile(path):
+        sys.exit(f"warmup_gate.py: {path}: no such file")
+    return list(csv.DictReader(open(path)))
+
+
+def threshold_gate(grid, feature, threshold, above, scale=1.0):
+    def gate(c, k):
+        v = grid.probe[c + (k,)][feature] * scale
+        return v > threshold if above else v < threshold
+    return gate
+
+
+def fit(grid, configs, arm, feature, scale=1.0):
+    """The threshold (midway between two measured values) and side with the most configurations
+    within the margin; ties keep the first (lowest threshold, 'above' before 'below')."""
+    values = sorted({grid.probe[c + (k,)][feature] * scale for c in configs for k in grid.seeds[c]
+                     if math.isfinite(grid.probe[c + (k,)][feature])})
+    best = None
+    for lo, hi in zip(values, values[1:]):
+        for above in (True, False):
+            t = (lo + hi) / 2
+            n = grid.met(configs, arm, threshold_gate(grid, feature, t, above, scale))[0]
+            if best is None or n > best[0]:
+                best = (n, t, above)
+    return best
+
+
+def frac(t):
+    return f"{t[1]}/{t[0]}"
+
+
+def grid_tables(g, arm, fit_schemes):
+    fitted = [c for c in g.configs if c[0] in fit_schemes]
+    held = [c for c in g.configs if c[0] not in fit_schemes]
+    n_needs = sum(g.needs(c) for c in g.configs)
+    loss = lambda x, s, lr, k: g.loss.get((x, s, lr, k))
+    ceiling = cross_seed_oracle(loss, g.configs, sorted({k for c in g.configs for k in g.seeds[c]}))
+    never, always = (lambda c, k: False), (lambda c, k: True)
+    oracle = lambda c, k: g.needs(c)
+    md = [f"**{g.name}** ({g.updates} updates; {len(g.configs)} configurations, {n_needs} need warm-up; "
+          f"gate: w0, or {arm}): within the margin, all / needing warm-up / needing none",
+          "",
+          "| gate | threshold | fitted: all | held out: all / needs / needs none | every configuration: all / needs / needs none |",
+          "|---|---|---:|---|---|"]
+    for name, gate in (("never (w0)", never), (f"always ({arm})", always), ("oracle (the truth)", oracle)):
+        h, a = g.met(held, arm, gate), g.met(g.configs, arm, gate)
+        md.append(f"| {name} | | {g.met(fitted, arm, gate)[0]}/{len(fitted)} | {h[0]}/{len(held)} / {h[1]} / {h[2]} | "
+                  f"{a[0]}/{len(g.configs)} / {a[1]} / {a[2]} |")
+    for f in FEATURES:
+        best = fit(g, fitted, arm, f)
+        if best is None:
+            continue
+        n, t, above = best
+        gate = threshold_gate(g, f, t, above)
+        h, a = g.met(held, arm, gate), g.met(g.configs, arm, gate)
+        md.append(f"| {f} | {'>' if above else '<'} {t:.4g} | {n}/{len(fitted)} | {h[0]}/{len(held)} / {h[1]} / {h[2]} | "
+                  f"{a[0]}/{len(g.configs)} / {a[1]} / {a[2]} |")
+    md += ["", f"Noise ceiling (warmup_auto.py's cross-seed oracle over fixed warm-ups): {ceiling[0]}/{ceiling[1]} "
+           f"cases.", ""]
+    return md
+
+
+def transfer_table(a, b, arm):
+    md = [f"Across grids: fitted on every configuration of one, applied unchanged to the other "
+          f"({a.name}: {a.updates} updates; {b.name}: {b.updates} updates)", "",
+          f"| quantity | form | fitted on {a.name}: threshold, there, on {b.name} | "
+          f"fitted on {b.name}: threshold, there, on {a.name} |", "|---|---|---|---|"]
+    for f in FEATURES:
+        for form, scaled in (("plain", False), ("x updates", True)):
+            cells = []
+            for src, dst in ((a, b), (b, a)):
+                s_src, s_dst = (src.updates, dst.updates) if scaled else (1.0, 1.0)
+                best = fit(src, src.configs, arm, f, s_src)
+                if best is None:
+                    cells.append("")
+                    continue
+                n, t, above = best
+                m = dst.met(dst.configs, arm, threshold_gate(dst, f, t, above, s_dst))[0]
+                cells.append(f"{'>' if above else '<'} {t:.4g}, {n}/{len(src.configs)}, {m}/{len(dst.configs)}")
+            md.append(f"| {f} | {form} | {cells[0]} | {cells[1]} |")
+    return md + [""]
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--grid", nargs=3, action="append", required=True, metavar=("ARMS.csv", "PROBE.csv", "UPDATES"))
+    p.add_argument("--arm", default="auto")
+    p.add_argument("--fit-schemes", default="post-ln,pre-ln,admin,t-fixup")
+    p.add_argument("--md")
+    a = p.parse_args()
+    if len(a.grid) > 2:
+        sys.exit("warmup_gate.py: --grid: at most two grids")
+    grids = []
+    for arms_csv, probe_csv, updates in a.grid:
+        try:
+            n = int(updates)
+            if n <= 0:
+                raise ValueError
+        except ValueError:
+            sys.exit(f"warmup_gate.py: --grid {arms_csv} {probe_csv} {updates}: UPDATES must be a positive integer")
+        grids.append(Grid(arms_csv, probe_csv, n, a.arm))
+    md = []
+    for g in grids:
+        md += grid_tables(g, a.arm, set(a.fit_schemes.split(",")))
+    if len(grids) == 2:
+        md += transfer_table(grids[0], grids[1], a.arm)
+    text = "\n".join(md)
+    if a.md:
+        write_text(a.md, text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

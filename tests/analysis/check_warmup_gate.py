@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""scripts/warmup_gate.py on a grid small enough to score by hand (issue 37).
+
+Two schemes (a: fitted, b: held out) x two lrs x 3 seeds. At lr 1 no warm-up is best (w0 3.0,
+every ramp 3.5, auto 3.4); at lr 2 a ramp is needed (w0 5.0, w25 3.0, the other ramps 4.0, auto
+3.0). The probe's loss drop is 0.2/0.3/0.4 (a, lr 1), 0.8/0.9/1.0 (a, lr 2), 0.5 x 3 (b, lr 1),
+0.6/0.7/0.7 (b, lr 2); every other quantity is 1.0 everywhere (no threshold can be fitted).
+Worked out by hand (margin max(0.02, 1%)):
+- fitted on a: "> 0.6" (midway between 0.4 and 0.8) gets both of a's configurations; 0.25 and
+  0.35 send a seed of (a, 1) to auto (mean 3.13 or 3.27 against 3.0), 0.85 a seed of (a, 2) to w0.
+- held out: (b, 1) stays on w0 (0.5 < 0.6): within; (b, 2)'s seed 1 (0.6, not > 0.6) stays on w0:
+  mean 3.67 against 3.0, outside. So 1 of 2 (0 of the one needing warm-up, 1 of the one needing none).
+- never: the two lr-1 configurations; always: the two lr-2 ones; the oracle: all four.
+- across grids (the same grid at 100 and at 200 updates): plain, fitted on all four: "> 0.55",
+  4/4 on either. "x updates": fitted at 100 updates "> 55" (4/4); at 200 updates the values double,
+  so (a, 1)'s seeds 2-3 and all of (b, 1) go to auto: 2/4. Fitted at 200 updates "> 110" (4/4); at
+  100 updates every seed of (a, 2) and (b, 2) is under it and stays on w0: 2/4.
+Then bad input: a missing arm row and a malformed UPDATES each end with one line naming it."""
+import argparse
+import os
+import subprocess
+import sys
+
+FEATURES = ["loss_drop", "grad_ratio", "ratio0", "ratioK", "attention_growth", "log_z", "update_ratio",
+            "output_change"]
+LOSS = {1: {"w0": 3.0, "w1": 3.5, "w5": 3.5, "w10": 3.5, "w25": 3.5, "auto": 3.4},
+        2: {"w0": 5.0, "w1": 4.0, "w5": 4.0, "w10": 4.0, "w25": 3.0, "auto": 3.0}}
+DROP = {("a", 1): [0.2, 0.3, 0.4], ("a", 2): [0.8, 0.9, 1.0], ("b", 1): [0.5, 0.5, 0.5], ("b", 2): [0.6, 0.7, 0.7]}
+
+failures = []
+
+
+def check(ok, what):
+    print(("ok   " if ok else "FAIL ") + what)
+    if not ok:
+        failures.append(what)
+
+
+def write_grid(d, skip_arm=None):
+    arms = os.path.join(d, "arms.csv")
+    probe = os.path.join(d, "probe.csv")
+    with open(arms, "w") as f:
+        f.write("arm,scheme,lr,seed,valid_loss,diverged,wall_s,ramp_updates,start_factor,holds,catapults,measure_s\n")
+        for (s, lr), drops in DROP.items():
+            for k in (1, 2, 3):
+                for arm, v in LOSS[lr].items():
+                    if (arm, s, lr, k) != skip_arm:
+                        f.write(f"{arm},{s},{lr},{k},{v},0,1.0,,,,,\n")
+    with open(probe, "w") as f:
+        f.write("scheme,lr,seed,needs_warmup,seeds_worse_without," + ",".join(FEATURES) + "\n")
+        for (s, lr), drops in DROP.items():
+            for k, x in zip((1, 2, 3), drops):
+                f.write(f"{s},{lr},{k},0,0,{x}," + ",".join("1.0" for _ in FEATURES[1:]) + "\n")
+    return arms, probe
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--scripts", required=True)
+    p.add_argument("--workdir", required=True)
+    a = p.parse_args()
+    os.makedirs(a.workdir, exist_ok=True)
+    script = os.path.join(a.scripts, "warmup_gate.py")
+    arms, probe = write_grid(a.workdir)
+    r = subprocess.run([sys.executable, script, "--grid", arms, probe, "100", "--grid", arms, probe, "200",
+                        "--fit-schemes", "a", "--md", os.path.join(a.workdir, "gate.md")], capture_output=True, text=True)
+    check(r.returncode == 0, f"runs (exit {r.returncode}: {r.stderr.strip()[-300:]})")
+    lines = r.stdout.splitlines()
+    row = lambda first: [l for l in lines if l.startswith(f"| {first} |")]
+    check(row("never (w0)")[:1] == ["| never (w0) | | 1/2 | 1/2 / 0 / 1 | 2/4 / 0 / 2 |"], "never: the lr-1 configurations")
+    check(row("always (auto)")[:1] == ["| always (auto) | | 1/2 | 1/2 / 1 / 0 | 2/4 / 2 / 0 |"], "always: the lr-2 configurations")
+    check(row("oracle (the truth)")[:1] == ["| oracle (the truth) | | 2/2 | 2/2 / 1 / 1 | 4/4 / 2 / 2 |"], "oracle: all four")
+    check(row("loss_drop")[:1] == ["| loss_drop | > 0.6 | 2/2 | 1/2 / 0 / 1 | 3/4 / 1 / 2 |"],
+          f"loss drop fitted on a at 0.6, held out 1 of 2: {row('loss_drop')[:1]}")
+    check(not row("grad_ratio") or all("plain" in l or "x updates" in l for l in row("grad_ratio")),
+          "a constant quantity gets no fitted row in the per-grid table")
+    across = [l for l in row("loss_drop") if "plain" in l or "x updates" in l]
+    check(across == ["| loss_drop | plain | > 0.55, 4/4, 4/4 | > 0.55, 4/4, 4/4 |",
+                                   "| loss_drop | x updates | > 55, 4/4, 2/4 | > 110, 4/4, 2/4 |"],
+          f"across grids: {across}")
+    check(open(os.path.join(a.workdir, "gate.md")).read() + "\n" == r.stdout, "--md holds what was printed")
+
+    bad = os.path.join(a.workdir, "bad")
+    os.makedirs(bad, exist_ok=True)
+    arms_b, probe_b = write_grid(bad, skip_arm=("auto", "b", 2, 3))
+    r = subprocess.run([sys.executable, script, "--grid", arms_b, probe_b, "100"], capture_output=True, text=True)
+    check(r.returncode != 0 and r.stderr.strip() == f"warmup_gate.py: {arms_b}: no auto row for b lr 2 seed 3",
+          f"a missing row named: {r.stderr.strip()}")
+    r = subprocess.run([sys.executable, script, "--grid", arms, probe, "ten"], capture_output=True, text=True)
+    check(r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1 and "UPDATES must be a positive integer" in r.stderr,
+          f"a bad UPDATES named: {r.stderr.strip()}")
+    print(f"{len(failures)} failure(s)")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
