@@ -77,7 +77,7 @@ std::string to_string(WarmupMode m) { return warmup_modes().name(m); }
 
 bool AutoWarmupSettings::operator==(const AutoWarmupSettings& o) const {
   return every == o.every && every_ratio == o.every_ratio && sentences == o.sentences &&
-         lanczos_steps == o.lanczos_steps && catapult == o.catapult;
+         lanczos_steps == o.lanczos_steps && catapult == o.catapult && gate == o.gate;
 }
 
 int64_t AutoWarmupSettings::updates_between(int64_t planned) const {
@@ -112,6 +112,8 @@ std::vector<std::string> ScheduleConfig::problems() const {
     if (kind == ScheduleKind::kInverseSqrt)
       out.push_back("--warmup auto: --lr-schedule inverse-sqrt decays from --warmup-steps' end; use constant, "
                     "linear, cosine, wsd, step-decay or t-fixup");
+    if (auto_warmup.gate > 0.0 && max_steps <= 0)
+      out.push_back("--warmup-auto-gate needs --max-steps: its probe is 2% of the planned updates");
   } else if (!(auto_warmup == AutoWarmupSettings{})) {
     out.push_back("--warmup-auto-* options need --warmup auto");
   }
@@ -179,6 +181,7 @@ void to_json(nlohmann::json& j, const ScheduleConfig& c) {
                       {"sentences", c.auto_warmup.sentences},
                       {"lanczos_steps", c.auto_warmup.lanczos_steps},
                       {"catapult", c.auto_warmup.catapult}};
+  if (c.auto_warmup.gate > 0.0) j["warmup_auto"]["gate"] = c.auto_warmup.gate;  // runs without a gate: as before
 }
 
 void from_json(const nlohmann::json& j, ScheduleConfig& c) {
@@ -203,6 +206,7 @@ void from_json(const nlohmann::json& j, ScheduleConfig& c) {
     a->at("sentences").get_to(c.auto_warmup.sentences);
     a->at("lanczos_steps").get_to(c.auto_warmup.lanczos_steps);
     a->at("catapult").get_to(c.auto_warmup.catapult);
+    c.auto_warmup.gate = a->value("gate", 0.0);
   }
 }
 

@@ -43,6 +43,8 @@ struct AutoWarmupSettings {
   int64_t lanczos_steps = 4;   // --warmup-auto-lanczos-steps: per measurement, warm-started
   double catapult = 1.2;       // --warmup-auto-catapult: a training loss above this x its running mean
                                // halves the factor (a loss catapult, Kalra & Barkeshli 2024)
+  double gate = 0.0;           // --warmup-auto-gate: ramp only when a 2% probe without warm-up lost more
+                               // than this many nats per token (analysis/warmup_gate.h); 0: always ramp
   bool operator==(const AutoWarmupSettings& o) const;
   // Updates between measurements in a run of `planned` updates: every, or every_ratio x planned
   // rounded (at least 1).

@@ -254,6 +254,11 @@ const core::OptionTable<AutoWarmupSettings>& auto_warmup_options() {
           "--warmup auto: a training loss above C x its running mean is a catapult and halves the rate",
           finite(above(1)))
         .cli_only();
+    t.add("--warmup-auto-gate", "gate", &AutoWarmupSettings::gate,
+          "--warmup auto: ramp only if a probe of 2% of the updates without warm-up lowers the training loss "
+          "by more than G nats per token, else train without warm-up (0: always ramp; docs/warmup.md)",
+          finite(at_least(0)))
+        .cli_only();
     return t;
   }();
   return table;

@@ -1,0 +1,117 @@
+#include "analysis/warmup_gate.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+#include "core/file_io.h"
+#include "core/problems.h"
+#include "train/trainer.h"
+
+namespace normlab::analysis {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string gate_file(const train::TrainConfig& c) { return (fs::path(c.out) / "gate.json").string(); }
+std::string probe_dir(const train::TrainConfig& c) { return (fs::path(c.out) / "probe").string(); }
+
+// The run without warm-up: what the probe trains (for its first updates) and the "none" decision.
+train::TrainConfig without_warmup(train::TrainConfig c) {
+  c.schedule.warmup = train::WarmupMode::kFixed;
+  c.schedule.warmup_steps = 0;
+  c.schedule.auto_warmup = train::AutoWarmupSettings{};
+  return c;
+}
+
+// The probe's losses from its metrics.jsonl (one record per update: --log-interval 1). Read from the
+// file rather than watched, so that a probe resumed after a kill gives the same evidence.
+GateEvidence read_probe(const std::string& dir, int64_t updates) {
+  GateEvidence e;
+  e.probe_updates = updates;
+  e.loss_first = e.loss_last = std::numeric_limits<double>::quiet_NaN();
+  const auto path = (fs::path(dir) / "metrics.jsonl").string();
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("--warmup-auto-gate: cannot read the probe's " + path);
+  for (std::string line; std::getline(in, line);) {
+    const auto r = nlohmann::json::parse(line);
+    if (r.value("event", "") == "diverged") e.diverged = true;
+    if (!r.contains("grad_norm") || !r.contains("step")) continue;  // an update record
+    const auto step = r.at("step").get<int64_t>();
+    if (step == 1) e.loss_first = r.at("loss").get<double>();
+    if (step == updates) e.loss_last = r.at("loss").get<double>();
+  }
+  if (!e.diverged && !(std::isfinite(e.loss_first) && std::isfinite(e.loss_last)))
+    throw std::runtime_error("--warmup-auto-gate: " + path + " has no record of update 1 or " +
+                             std::to_string(updates));
+  return e;
+}
+
+nlohmann::json to_json(const GateEvidence& e, double threshold, bool ramp, double seconds) {
+  auto number = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); };
+  return {{"probe_updates", e.probe_updates},
+          {"loss_update_1", number(e.loss_first)},
+          {"loss_last", number(e.loss_last)},
+          {"loss_drop", number(e.loss_first - e.loss_last)},
+          {"diverged", e.diverged},
+          {"threshold", threshold},
+          {"decision", ramp ? "ramp" : "none"},
+          {"probe", "probe"},
+          {"seconds", seconds}};
+}
+
+// Trains the probe into RUN_DIR/probe (resuming one that was interrupted), decides, writes gate.json.
+bool probe_and_decide(const train::TrainConfig& config, const c10::Device& device, core::ProcessGroup& group) {
+  const auto start = std::chrono::steady_clock::now();
+  auto probe = without_warmup(config);
+  probe.out = probe_dir(config);
+  probe.max_steps = gate_probe_updates(config.max_steps);  // the schedule keeps the run's max_steps
+  probe.log_interval = 1;
+  probe.eval_bleu = false;
+  probe.fail_on_divergence = false;
+  train::train(probe, {}, device, group);
+  const auto evidence = read_probe(probe.out, probe.max_steps);
+  const bool ramp = gate_ramps(evidence, config.schedule.auto_warmup.gate);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  core::write_file_atomic(gate_file(config), to_json(evidence, config.schedule.auto_warmup.gate, ramp, seconds).dump(1) + "\n");
+  return ramp;
+}
+
+// A decision already taken (a resumed run): gate.json's, checked against this run's threshold.
+bool recorded_decision(const train::TrainConfig& config) {
+  std::ifstream in(gate_file(config));
+  const auto j = nlohmann::json::parse(in);
+  if (j.at("threshold").get<double>() != config.schedule.auto_warmup.gate)
+    throw std::invalid_argument(gate_file(config) + " was decided with --warmup-auto-gate " +
+                                j.at("threshold").dump() + "; this run gives a different one");
+  return j.at("decision").get<std::string>() == "ramp";
+}
+
+}  // namespace
+
+int64_t gate_probe_updates(int64_t planned) {
+  return std::max<int64_t>(2, std::llround(kGateProbeShare * static_cast<double>(planned)));
+}
+
+bool gate_ramps(const GateEvidence& e, double threshold) {
+  return e.diverged || !(e.loss_first - e.loss_last <= threshold);  // a NaN drop ramps
+}
+
+train::TrainConfig gated_config(const train::TrainConfig& config, const c10::Device& device,
+                                core::ProcessGroup& group) {
+  if (config.schedule.warmup != train::WarmupMode::kAuto || config.schedule.auto_warmup.gate <= 0.0) return config;
+  core::throw_if_problems(config.problems());  // before the probe trains (the run itself checks again)
+  if (group.size() > 1)
+    throw std::invalid_argument("--warmup-auto-gate: one process only (the probe's decision is not shared "
+                                "between ranks)");
+  const bool ramp = fs::exists(gate_file(config)) ? recorded_decision(config) : probe_and_decide(config, device, group);
+  return ramp ? config : without_warmup(config);
+}
+
+}  // namespace normlab::analysis

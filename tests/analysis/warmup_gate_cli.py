@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""`normlab train --warmup auto --warmup-auto-gate G` (issue 37) on Multi30k val with a tiny model:
+- the probe (RUN_DIR/probe) is 2 updates (2% of 100, at least 2) at the target rate, and gate.json's
+  loss drop is its update-1 training loss minus its update-2 loss, read here from its metrics.jsonl;
+- a gate above the drop trains without warm-up: every update record (step, lr, loss, grad_norm)
+  equal, bit for bit, to a separate `--warmup-steps 0` run's, and config.json without "warmup";
+- a gate below the drop ramps: warmup.jsonl and every update record equal to a `--warmup auto` run
+  without a gate;
+- a run killed after update 10's checkpoint and resumed gives the same records, without probing again;
+  re-running a finished run leaves gate.json and the probe as they were;
+- a different gate on a decided folder, the gate without --warmup auto, without --max-steps, and a
+  negative one are refused in one line naming the file or option."""
+import json
+import os
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import cli_setup  # noqa: E402
+
+
+def main():
+    args, prefix, w = cli_setup.parse_and_prepare()
+    check = cli_setup.Checks()
+    lr = 1e-2
+
+    def argv(out, *more):
+        return cli_setup.tiny_train(args.normlab, prefix, out, "--max-tokens", 1000, "--dropout", 0.1, "--lr", lr,
+                                    "--optimizer", "adam", "--betas", "0.9,0.98", "--lr-schedule", "constant",
+                                    "--max-steps", 100, "--log-interval", 1, "--save-interval-updates", 10, *more)
+
+    def auto(out, *more):
+        return argv(out, "--warmup", "auto", "--warmup-auto-sentences", 8, *more)
+
+    def jsonl(path):
+        return [json.loads(l) for l in open(path)]
+
+    def updates(out):
+        return [(r["step"], r["lr"], r["loss"], r["grad_norm"])
+                for r in jsonl(os.path.join(out, "metrics.jsonl")) if "grad_norm" in r]
+
+    def run(cmd, what):
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        check(r.returncode == 0, f"{what}: rc {r.returncode}: {r.stderr[-600:]}")
+        return r
+
+    # No warm-up: a gate far above any drop.
+    none, plain = w("none"), w("plain")
+    run(auto(none, "--warmup-auto-gate", 50), "gated run (none)")
+    run(argv(plain, "--warmup-steps", 0), "run without warm-up")
+    gate = json.load(open(os.path.join(none, "gate.json")))
+    probe = [r for r in jsonl(os.path.join(none, "probe", "metrics.jsonl")) if "grad_norm" in r]
+    check([r["step"] for r in probe] == [1, 2] and all(r["lr"] == lr for r in probe),
+          f"the probe: 2 updates at the target rate: {[(r['step'], r['lr']) for r in probe]}")
+    check(gate["probe_updates"] == 2 and gate["loss_drop"] == probe[0]["loss"] - probe[1]["loss"] and
+          gate["threshold"] == 50 and gate["decision"] == "none", f"gate.json: {gate}")
+    check(updates(none) == updates(plain) and len(updates(plain)) == 100,
+          "the gated run without warm-up differs from --warmup-steps 0")
+    schedule = json.load(open(os.path.join(none, "config.json")))["schedule"]
+    check("warmup" not in schedule and schedule["warmup_steps"] == 0, f"config.json: {schedule}")
+
+    # Re-run when finished: no new probe, nothing rewritten.
+    before = {p: os.stat(os.path.join(none, p)).st_mtime_ns for p in ("gate.json", "probe/metrics.jsonl")}
+    run(auto(none, "--warmup-auto-gate", 50), "finished run re-run")
+    check(before == {p: os.stat(os.path.join(none, p)).st_mtime_ns for p in before}, "the re-run probed again")
+
+    # The ramp: a gate below the drop.
+    ramp, straight = w("ramp"), w("auto")
+    threshold = gate["loss_drop"] / 2
+    check(threshold > 0, f"the loss fell over the probe ({gate['loss_drop']}): the ramp case needs it")
+    run(auto(ramp, "--warmup-auto-gate", threshold), "gated run (ramp)")
+    run(auto(straight), "--warmup auto without a gate")
+    strip = lambda rs: [{k: v for k, v in x.items() if k != "seconds"} for x in rs]
+    check(json.load(open(os.path.join(ramp, "gate.json")))["decision"] == "ramp", "decision ramp")
+    check(strip(jsonl(os.path.join(ramp, "warmup.jsonl"))) == strip(jsonl(os.path.join(straight, "warmup.jsonl"))),
+          "the gated ramp differs from --warmup auto's")
+    check(updates(ramp) == updates(straight), "the gated ramp's updates differ from --warmup auto's")
+    check(json.load(open(os.path.join(ramp, "config.json")))["schedule"]["warmup_auto"]["gate"] == threshold,
+          "config.json records the gate")
+
+    # Killed after update 10's checkpoint, resumed.
+    killed = w("killed")
+    cli_setup.kill_when(auto(killed, "--warmup-auto-gate", threshold),
+                        os.path.join(killed, "checkpoints", "checkpoint_1_10.pt"))
+    mark = os.stat(os.path.join(killed, "gate.json")).st_mtime_ns
+    r = run(auto(killed, "--warmup-auto-gate", threshold), "resume")
+    check("resuming at update" in r.stderr, f"resumed: {r.stderr[-300:]}")
+    check(os.stat(os.path.join(killed, "gate.json")).st_mtime_ns == mark, "the resumed run probed again")
+    check(updates(killed) == updates(straight) and
+          strip(jsonl(os.path.join(killed, "warmup.jsonl"))) == strip(jsonl(os.path.join(straight, "warmup.jsonl"))),
+          "the resumed gated run differs")
+
+    # Refusals, one line each.
+    for cmd, needle in ((auto(none, "--warmup-auto-gate", 1), "gate.json"),
+                        (argv(w("bad1"), "--warmup-steps", 0, "--warmup-auto-gate", 1), "--warmup auto"),
+                        (auto(w("bad3"), "--warmup-auto-gate", -1), "--warmup-auto-gate")):
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        check(r.returncode != 0 and needle in r.stderr and len(r.stderr.strip().splitlines()) == 1,
+              f"{cmd[-2:]}: rc {r.returncode}: {r.stderr[-300:]}")
+    cmd = auto(w("bad2"), "--warmup-auto-gate", 1)
+    cmd[cmd.index("--max-steps"):cmd.index("--max-steps") + 2] = ["--max-epochs", "1"]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    check(r.returncode != 0 and "--warmup-auto-gate needs --max-steps" in r.stderr and
+          len(r.stderr.strip().splitlines()) == 1, f"no --max-steps: rc {r.returncode}: {r.stderr[-300:]}")
+    return check.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
