@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <limits>
 #include <stdexcept>
 
@@ -80,6 +81,11 @@ bool probe_and_decide(const train::TrainConfig& config, const c10::Device& devic
   const bool ramp = gate_ramps(evidence, config.schedule.auto_warmup.gate);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   core::write_file_atomic(gate_file(config), to_json(evidence, config.schedule.auto_warmup.gate, ramp, seconds).dump(1) + "\n");
+  std::cerr << "warm-up gate: " << (evidence.diverged ? "the probe diverged"
+                                                        : "the training loss fell " + std::to_string(evidence.loss_first - evidence.loss_last) +
+                                                              " nats over the " + std::to_string(evidence.probe_updates) + "-update probe")
+            << " (--warmup-auto-gate " << config.schedule.auto_warmup.gate << "): "
+            << (ramp ? "ramping (--warmup auto)" : "no warm-up") << "; " << gate_file(config) << "\n";
   return ramp;
 }
 
