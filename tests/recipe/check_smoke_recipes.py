@@ -472,6 +472,15 @@ def main():
                     first = json.loads(open(os.path.join(cell(c), "warmup.jsonl")).readline())
                     want = min(1.0, 38 / (first["preconditioned_lambda_max"] * float(t["lr"])))
                     check(close(first["factor"], want, 1e-12), f"{c}: start factor {first['factor']} vs {want}")
+                if t["arm"] == "gate":
+                    # Its decision from its probe's own records: ramp (a warmup.jsonl) iff the drop exceeds G.
+                    g = json.load(open(os.path.join(cell(c), "gate.json")))
+                    ups = [json.loads(l) for l in open(os.path.join(cell(c), "probe", "metrics.jsonl"))]
+                    ups = [x for x in ups if "grad_norm" in x]
+                    drop = ups[0]["loss"] - ups[-1]["loss"]
+                    ramp = os.path.exists(os.path.join(cell(c), "warmup.jsonl"))
+                    check(len(ups) == 2 and g["loss_drop"] == drop and ramp == (drop > 0.646) and
+                          g["decision"] == ("ramp" if ramp else "none"), f"{c}: gate {g} vs the probe's drop {drop}")
             # --with: the kept csv alone gives the same tables as the cells it was written from.
             kept = os.path.join(out, "kept")
             os.makedirs(kept, exist_ok=True)
