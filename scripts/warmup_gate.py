@@ -17,9 +17,9 @@ and the truth): per configuration the gated arm's mean over the seeds, within th
 best fixed warm-up (w0 ... w25) or not. For each probe quantity the threshold and side with the
 most configurations within the margin are chosen:
   - per grid: fitted on the --fit-schemes, applied unchanged to the other schemes;
-  - across grids (with two --grid): fitted on every configuration of one grid, applied to the
-    other, the quantity as measured ("plain") and multiplied by the grid's planned updates
-    ("x updates": a threshold that scales as 1/length).
+  - across grids (with several --grid): each grid left out in turn, the threshold fitted on every
+    configuration of the others and applied to it, the quantity as measured ("plain") and
+    multiplied by the grid's planned updates ("x updates": a threshold that scales as 1/length).
 The oracle gate (ARM exactly where the truth says warm-up is needed) and the cross-seed noise
 ceiling (warmup_auto.py's) bound what any gate can reach."""
 import argparse
@@ -93,16 +93,19 @@ def threshold_gate(grid, feature, threshold, above, scale=1.0):
     return gate
 
 
-def fit(grid, configs, arm, feature, scale=1.0):
+def fit(parts, arm, feature, scaled=False):
     """The threshold (midway between two measured values) and side with the most configurations
-    within the margin; ties keep the first (lowest threshold, 'above' before 'below')."""
-    values = sorted({grid.probe[c + (k,)][feature] * scale for c in configs for k in grid.seeds[c]
-                     if math.isfinite(grid.probe[c + (k,)][feature])})
+    within the margin over `parts`, a list of (grid, its configurations); with `scaled` each
+    quantity times its grid's planned updates. Ties keep the first (lowest threshold, 'above'
+    before 'below')."""
+    scale = lambda g: g.updates if scaled else 1.0
+    values = sorted({g.probe[c + (k,)][feature] * scale(g) for g, configs in parts for c in configs for k in g.seeds[c]
+                     if math.isfinite(g.probe[c + (k,)][feature])})
     best = None
     for lo, hi in zip(values, values[1:]):
         for above in (True, False):
             t = (lo + hi) / 2
-            n = grid.met(configs, arm, threshold_gate(grid, feature, t, above, scale))[0]
+            n = sum(g.met(configs, arm, threshold_gate(g, feature, t, above, scale(g)))[0] for g, configs in parts)
             if best is None or n > best[0]:
                 best = (n, t, above)
     return best
@@ -130,7 +133,7 @@ def grid_tables(g, arm, fit_schemes):
         md.append(f"| {name} | | {g.met(fitted, arm, gate)[0]}/{len(fitted)} | {h[0]}/{len(held)} / {h[1]} / {h[2]} | "
                   f"{a[0]}/{len(g.configs)} / {a[1]} / {a[2]} |")
     for f in FEATURES:
-        best = fit(g, fitted, arm, f)
+        best = fit([(g, fitted)], arm, f)
         if best is None:
             continue
         n, t, above = best
@@ -143,24 +146,27 @@ def grid_tables(g, arm, fit_schemes):
     return md
 
 
-def transfer_table(a, b, arm):
-    md = [f"Across grids: fitted on every configuration of one, applied unchanged to the other "
-          f"({a.name}: {a.updates} updates; {b.name}: {b.updates} updates)", "",
-          f"| quantity | form | fitted on {a.name}: threshold, there, on {b.name} | "
-          f"fitted on {b.name}: threshold, there, on {a.name} |", "|---|---|---|---|"]
+def transfer_table(grids, arm):
+    """Leave one grid out: each quantity fitted on every configuration of the other grids, applied
+    unchanged to the one left out, as measured and times the planned updates."""
+    md = ["Across grids: fitted on every configuration of the other grids, applied unchanged to the one left out "
+          f"({'; '.join(f'{g.name}: {g.updates} updates' for g in grids)})", "",
+          "| quantity | form | " + " | ".join(f"{g.name} left out: threshold, fitted, there" for g in grids) + " |",
+          "|---|---|" + "---|" * len(grids)]
     for f in FEATURES:
         for form, scaled in (("plain", False), ("x updates", True)):
             cells = []
-            for src, dst in ((a, b), (b, a)):
-                s_src, s_dst = (src.updates, dst.updates) if scaled else (1.0, 1.0)
-                best = fit(src, src.configs, arm, f, s_src)
+            for out in grids:
+                others = [(g, g.configs) for g in grids if g is not out]
+                best = fit(others, arm, f, scaled)
                 if best is None:
                     cells.append("")
                     continue
                 n, t, above = best
-                m = dst.met(dst.configs, arm, threshold_gate(dst, f, t, above, s_dst))[0]
-                cells.append(f"{'>' if above else '<'} {t:.4g}, {n}/{len(src.configs)}, {m}/{len(dst.configs)}")
-            md.append(f"| {f} | {form} | {cells[0]} | {cells[1]} |")
+                m = out.met(out.configs, arm, threshold_gate(out, f, t, above, out.updates if scaled else 1.0))[0]
+                cells.append(f"{'>' if above else '<'} {t:.4g}, {n}/{sum(len(c) for _, c in others)}, "
+                             f"{m}/{len(out.configs)}")
+            md.append(f"| {f} | {form} | " + " | ".join(cells) + " |")
     return md + [""]
 
 
@@ -171,8 +177,6 @@ def main():
     p.add_argument("--fit-schemes", default="post-ln,pre-ln,admin,t-fixup")
     p.add_argument("--md")
     a = p.parse_args()
-    if len(a.grid) > 2:
-        sys.exit("warmup_gate.py: --grid: at most two grids")
     grids = []
     for arms_csv, probe_csv, updates in a.grid:
         try:
@@ -185,8 +189,8 @@ def main():
     md = []
     for g in grids:
         md += grid_tables(g, a.arm, set(a.fit_schemes.split(",")))
-    if len(grids) == 2:
-        md += transfer_table(grids[0], grids[1], a.arm)
+    if len(grids) > 1:
+        md += transfer_table(grids, a.arm)
     text = "\n".join(md)
     if a.md:
         write_text(a.md, text)
