@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """What the first 2% of a run without warm-up predicts (issue 37 §1), on recipes/warmup_auto.toml's run.
 
-    python3 scripts/warmup_predictor.py RUN_DIR [--fit-schemes post-ln,pre-ln,admin,t-fixup]
+    python3 scripts/warmup_predictor.py RUN_DIR [--fit-schemes post-ln,pre-ln,admin,t-fixup] [--with KEPT.csv ...]
 
 The truth of each configuration (scheme, lr) comes from its training cells, with
 scripts/warmup_auto.py's margin: it needs warm-up when w0 ends worse than the best of w1..w25 of
 the same seed in at least 2 of 3 seeds. The evidence comes from its `probe` cells (the first K
-updates of w0, the same initialisation and data order), per seed, then the median over seeds:
+updates of w0, the same initialisation and data order), per seed, then the median over seeds
+(`--with`: the fixed arms' losses also from scripts/warmup_auto.py's kept csv, a cell of RUN_DIR
+taking precedence):
 
   loss_drop       training loss of update 1 minus that of update K (per token)
   grad_ratio      gradient norm of update K over that of update 1
@@ -34,7 +36,7 @@ import sys
 # The margin, the cells' names and their final losses: warmup_auto.py's (one definition of each).
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from atomic_write import write_text  # noqa: E402
-from warmup_auto import CELL, FIXED, read_cell, worse  # noqa: E402
+from warmup_auto import CELL, FIXED, read_cell, read_kept, worse  # noqa: E402
 
 FEATURES = ["loss_drop", "grad_ratio", "ratio0", "ratioK", "attention_growth", "log_z", "update_ratio",
             "output_change"]
@@ -105,6 +107,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("run")
     p.add_argument("--fit-schemes", default="post-ln,pre-ln,admin,t-fixup")
+    p.add_argument("--with", dest="kept", action="append", default=[], metavar="KEPT.csv")
     a = p.parse_args()
     cells = os.path.join(a.run, "cells")
     if not os.path.isdir(cells):
@@ -121,6 +124,11 @@ def main():
             probes[key] = probe_features(os.path.join(cells, name))
     if not probes:
         sys.exit(f"warmup_predictor.py: no probe cell in {cells}")
+    for path in a.kept:
+        for r in read_kept(path):
+            if r["arm"] in FIXED:
+                losses.setdefault((r["arm"], r["scheme"], r["lr"], r["seed"]),
+                                  math.inf if r.get("diverged") else r["valid_loss"])
 
     configs = sorted({k[:2] for k in probes})
     seeds = sorted({k[2] for k in probes})
