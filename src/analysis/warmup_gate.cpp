@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/file_io.h"
+#include "core/option_table.h"
 #include "core/problems.h"
 #include "train/trainer.h"
 
@@ -67,6 +68,12 @@ nlohmann::json to_json(const GateEvidence& e, double threshold, bool ramp, doubl
           {"seconds", seconds}};
 }
 
+std::string evidence_line(const GateEvidence& e) {
+  if (e.diverged) return "the probe diverged";
+  return "the training loss fell " + std::to_string(e.loss_first - e.loss_last) + " nats over the " +
+         std::to_string(e.probe_updates) + "-update probe";
+}
+
 // Trains the probe into RUN_DIR/probe (resuming one that was interrupted), decides, writes gate.json.
 bool probe_and_decide(const train::TrainConfig& config, const c10::Device& device, core::ProcessGroup& group) {
   const auto start = std::chrono::steady_clock::now();
@@ -81,22 +88,30 @@ bool probe_and_decide(const train::TrainConfig& config, const c10::Device& devic
   const bool ramp = gate_ramps(evidence, config.schedule.auto_warmup.gate);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   core::write_file_atomic(gate_file(config), to_json(evidence, config.schedule.auto_warmup.gate, ramp, seconds).dump(1) + "\n");
-  std::cerr << "warm-up gate: " << (evidence.diverged ? "the probe diverged"
-                                                        : "the training loss fell " + std::to_string(evidence.loss_first - evidence.loss_last) +
-                                                              " nats over the " + std::to_string(evidence.probe_updates) + "-update probe")
-            << " (--warmup-auto-gate " << config.schedule.auto_warmup.gate << "): "
-            << (ramp ? "ramping (--warmup auto)" : "no warm-up") << "; " << gate_file(config) << "\n";
+  std::cerr << "warm-up gate: " << evidence_line(evidence) << " (--warmup-auto-gate " << config.schedule.auto_warmup.gate
+            << "): " << (ramp ? "ramping (--warmup auto)" : "no warm-up") << "; " << gate_file(config) << "\n";
   return ramp;
 }
 
 // A decision already taken (a resumed run): gate.json's, checked against this run's threshold.
 bool recorded_decision(const train::TrainConfig& config) {
-  std::ifstream in(gate_file(config));
-  const auto j = nlohmann::json::parse(in);
-  if (j.at("threshold").get<double>() != config.schedule.auto_warmup.gate)
-    throw std::invalid_argument(gate_file(config) + " was decided with --warmup-auto-gate " +
-                                j.at("threshold").dump() + "; this run gives a different one");
-  return j.at("decision").get<std::string>() == "ramp";
+  const auto path = gate_file(config);
+  double threshold = 0.0;
+  std::string decision;
+  try {
+    std::ifstream in(path);
+    const auto j = nlohmann::json::parse(in);
+    threshold = j.at("threshold").get<double>();
+    decision = j.at("decision").get<std::string>();
+  } catch (const nlohmann::json::exception& e) {
+    throw std::invalid_argument(path + ": not a gate decision (" + e.what() + ")");
+  }
+  if (threshold != config.schedule.auto_warmup.gate)
+    throw std::invalid_argument(path + " was decided with --warmup-auto-gate " + core::format_number(threshold) +
+                                "; this run gives a different one");
+  if (decision != "ramp" && decision != "none")
+    throw std::invalid_argument(path + ": decision must be ramp or none, got " + decision);
+  return decision == "ramp";
 }
 
 }  // namespace

@@ -8,8 +8,8 @@
   without a gate;
 - a run killed after update 10's checkpoint and resumed gives the same records, without probing again;
   re-running a finished run leaves gate.json and the probe as they were;
-- a different gate on a decided folder, the gate without --warmup auto, without --max-steps, and a
-  negative one are refused in one line naming the file or option."""
+- a different gate on a decided folder, a gate.json that is not JSON, the gate without --warmup
+  auto, without --max-steps, and a negative one are refused in one line naming the file or option."""
 import json
 import os
 import subprocess
@@ -97,6 +97,14 @@ def main():
         r = subprocess.run(cmd, capture_output=True, text=True)
         check(r.returncode != 0 and needle in r.stderr and len(r.stderr.strip().splitlines()) == 1,
               f"{cmd[-2:]}: rc {r.returncode}: {r.stderr[-300:]}")
+    broken = w("broken")
+    short = auto(broken, "--warmup-auto-gate", 50)
+    short[short.index("--max-steps") + 1] = "4"
+    run(short, "run to break")
+    open(os.path.join(broken, "gate.json"), "w").write("{not json")
+    r = subprocess.run(short, capture_output=True, text=True)
+    check(r.returncode != 0 and "gate.json: not a gate decision" in r.stderr and len(r.stderr.strip().splitlines()) == 1,
+          f"a broken gate.json: rc {r.returncode}: {r.stderr[-300:]}")
     cmd = auto(w("bad2"), "--warmup-auto-gate", 1)
     cmd[cmd.index("--max-steps"):cmd.index("--max-steps") + 2] = ["--max-epochs", "1"]
     r = subprocess.run(cmd, capture_output=True, text=True)
