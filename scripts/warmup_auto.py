@@ -35,9 +35,10 @@ from atomic_write import write_text
 
 FIXED = ["w0", "w1", "w5", "w10", "w25"]
 # auto: the default rule (--warmup-auto-every-ratio 0.05); autoN: --warmup-auto-every N updates;
-# autogi: the default rule on GI-Adam (--adam-init-v grad-squared); gate: the default rule behind
-# --warmup-auto-gate (no warm-up unless the 2% probe's loss drop exceeds it).
-OTHERS = ["auto", "auto5", "auto10", "auto20", "auto25", "auto100", "autogi", "gate", "radam", "giadam", "mayarats"]
+# autogi: the default rule on GI-Adam (--adam-init-v grad-squared); gate, gatew25: the default rule
+# and w25 behind --warmup-gate (no warm-up unless the 2% probe's loss drop exceeds it).
+OTHERS = ["auto", "auto5", "auto10", "auto20", "auto25", "auto100", "autogi", "gate", "gatew25", "radam", "giadam",
+          "mayarats"]
 KEPT_NUMBERS = {"lr": float, "seed": int, "valid_loss": float, "diverged": int, "start_factor": float,
                 "measure_s": float}
 CELL = re.compile(r"^(?P<arm>[a-z0-9]+)_lr=(?P<lr>[^_]+)_scheme=(?P<scheme>.+)_seed=(?P<seed>\d+)$")

@@ -134,7 +134,7 @@ Runner add_training_command(CLI::App& app, const GlobalOptions& global, bool fin
     warn_if_emulated(c.precision, device);
     ValidationBleu bleu(o->beam, c.batching.max_tokens > 0 ? c.batching.max_tokens : 4096);
     auto job = join_job(o->dist, device);
-    c = analysis::gated_config(c, job.device, job.group);  // --warmup-auto-gate: ramp or none, after its probe
+    c = analysis::gated_config(c, job.device, job.group);  // --warmup-gate: the warm-up or none, after its probe
     // The run's instruments, in the order the trainer calls them (docs/architecture.md).
     train::TrainCallbacks callbacks;
     auto add = [&](std::unique_ptr<train::TrainCallback> cb) {

@@ -29,6 +29,7 @@ train::TrainConfig without_warmup(train::TrainConfig c) {
   c.schedule.warmup = train::WarmupMode::kFixed;
   c.schedule.warmup_steps = 0;
   c.schedule.auto_warmup = train::AutoWarmupSettings{};
+  c.schedule.warmup_gate = 0.0;
   return c;
 }
 
@@ -40,7 +41,7 @@ GateEvidence read_probe(const std::string& dir, int64_t updates) {
   e.loss_first = e.loss_last = std::numeric_limits<double>::quiet_NaN();
   const auto path = (fs::path(dir) / "metrics.jsonl").string();
   std::ifstream in(path);
-  if (!in) throw std::runtime_error("--warmup-auto-gate: cannot read the probe's " + path);
+  if (!in) throw std::runtime_error("--warmup-gate: cannot read the probe's " + path);
   for (std::string line; std::getline(in, line);) {
     const auto r = nlohmann::json::parse(line);
     if (r.value("event", "") == "diverged") e.diverged = true;
@@ -50,7 +51,7 @@ GateEvidence read_probe(const std::string& dir, int64_t updates) {
     if (step == updates) e.loss_last = r.at("loss").get<double>();
   }
   if (!e.diverged && !(std::isfinite(e.loss_first) && std::isfinite(e.loss_last)))
-    throw std::runtime_error("--warmup-auto-gate: " + path + " has no record of update 1 or " +
+    throw std::runtime_error("--warmup-gate: " + path + " has no record of update 1 or " +
                              std::to_string(updates));
   return e;
 }
@@ -85,11 +86,11 @@ bool probe_and_decide(const train::TrainConfig& config, const c10::Device& devic
   probe.fail_on_divergence = false;
   train::train(probe, {}, device, group);
   const auto evidence = read_probe(probe.out, probe.max_steps);
-  const bool ramp = gate_ramps(evidence, config.schedule.auto_warmup.gate);
+  const bool ramp = gate_ramps(evidence, config.schedule.warmup_gate);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  core::write_file_atomic(gate_file(config), to_json(evidence, config.schedule.auto_warmup.gate, ramp, seconds).dump(1) + "\n");
-  std::cerr << "warm-up gate: " << evidence_line(evidence) << " (--warmup-auto-gate " << config.schedule.auto_warmup.gate
-            << "): " << (ramp ? "ramping (--warmup auto)" : "no warm-up") << "; " << gate_file(config) << "\n";
+  core::write_file_atomic(gate_file(config), to_json(evidence, config.schedule.warmup_gate, ramp, seconds).dump(1) + "\n");
+  std::cerr << "warm-up gate: " << evidence_line(evidence) << " (--warmup-gate " << config.schedule.warmup_gate
+            << "): " << (ramp ? "the warm-up" : "no warm-up") << "; " << gate_file(config) << "\n";
   return ramp;
 }
 
@@ -106,8 +107,8 @@ bool recorded_decision(const train::TrainConfig& config) {
   } catch (const nlohmann::json::exception& e) {
     throw std::invalid_argument(path + ": not a gate decision (" + e.what() + ")");
   }
-  if (threshold != config.schedule.auto_warmup.gate)
-    throw std::invalid_argument(path + " was decided with --warmup-auto-gate " + core::format_number(threshold) +
+  if (threshold != config.schedule.warmup_gate)
+    throw std::invalid_argument(path + " was decided with --warmup-gate " + core::format_number(threshold) +
                                 "; this run gives a different one");
   if (decision != "ramp" && decision != "none")
     throw std::invalid_argument(path + ": decision must be ramp or none, got " + decision);
@@ -126,10 +127,10 @@ bool gate_ramps(const GateEvidence& e, double threshold) {
 
 train::TrainConfig gated_config(const train::TrainConfig& config, const c10::Device& device,
                                 core::ProcessGroup& group) {
-  if (config.schedule.warmup != train::WarmupMode::kAuto || config.schedule.auto_warmup.gate <= 0.0) return config;
+  if (config.schedule.warmup_gate <= 0.0) return config;
   core::throw_if_problems(config.problems());  // before the probe trains (the run itself checks again)
   if (group.size() > 1)
-    throw std::invalid_argument("--warmup-auto-gate: one process only (the probe's decision is not shared "
+    throw std::invalid_argument("--warmup-gate: one process only (the probe's decision is not shared "
                                 "between ranks)");
   const bool ramp = fs::exists(gate_file(config)) ? recorded_decision(config) : probe_and_decide(config, device, group);
   return ramp ? config : without_warmup(config);

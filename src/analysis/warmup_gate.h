@@ -1,16 +1,16 @@
-// `--warmup auto --warmup-auto-gate G` (issue 37; docs/warmup.md, "The gate"): whether the run
-// ramps at all. Before it, a probe trains the first 2% of the planned updates without warm-up
-// (the same initialisation, data order and schedule as the run without warm-up) into
-// RUN_DIR/probe. If its training loss per token fell by more than G nats from update 1 to the
-// probe's last update (or the probe diverged), the run trains with --warmup auto's ramp from its
-// start; else without warm-up. Either way the run starts from the initialisation, so the probe's
-// updates are an extra 2% of the planned ones. The decision and its evidence are RUN_DIR/gate.json;
-// a resumed run reads it and does not probe again.
+// `--warmup-gate G` (issue 37; docs/warmup.md, "The gate"): whether the run warms up at all.
+// Before it, a probe trains the first 2% of the planned updates without warm-up (the same
+// initialisation, data order and schedule as the run without warm-up) into RUN_DIR/probe. If its
+// training loss per token fell by more than G nats from update 1 to the probe's last update (or
+// the probe diverged), the run trains with the warm-up it was given (--warmup-steps' linear ramp
+// or --warmup auto's); else without warm-up. Either way the run starts from the initialisation,
+// so the probe's updates are an extra 2% of the planned ones. The decision and its evidence are
+// RUN_DIR/gate.json; a resumed run reads it and does not probe again.
 //
-// Why the loss drop: on the synthetic grids of docs/results.md ("The 2% probe as a gate") it was
-// the probe quantity that best separated the configurations where no warm-up is best from those
-// where the ramp is (held out: 12 of 12 at 200 updates, 9 of 12 at 1,000); its threshold depends
-// on the run's length and the task, so G is the user's (0: no gate, always the ramp).
+// Why the loss drop: on the grids of docs/results.md ("The 2% probe as a gate", "Two more grids")
+// it was the probe quantity that best separated the configurations where no warm-up is best from
+// those where a warm-up is; one G near 1 nat carried across three run lengths and two tasks, but
+// it is a drop in nats of this task's loss, so G is the user's (0: no gate).
 #pragma once
 
 #include <cstdint>

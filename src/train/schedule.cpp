@@ -61,6 +61,19 @@ std::vector<std::string> wsd_problems(const ScheduleConfig& c) {
   return out;
 }
 
+// --warmup-gate: a warm-up to gate, a run length to take 2% of, and a no-warm-up run that exists.
+std::vector<std::string> gate_problems(const ScheduleConfig& c) {
+  std::vector<std::string> out;
+  if (!(c.warmup_gate > 0.0)) return out;
+  if (c.warmup != WarmupMode::kAuto && c.warmup_steps == 0)
+    out.push_back("--warmup-gate: no warm-up to gate (give --warmup-steps N or --warmup auto)");
+  if (c.max_steps <= 0) out.push_back("--warmup-gate needs --max-steps: its probe is 2% of the planned updates");
+  if (c.kind == ScheduleKind::kInverseSqrt)
+    out.push_back("--warmup-gate: --lr-schedule inverse-sqrt has no form without warm-up; use constant, linear, "
+                  "cosine, wsd, step-decay or t-fixup");
+  return out;
+}
+
 }  // namespace
 
 std::string to_string(ScheduleKind k) { return schedule_kinds().name(k); }
@@ -77,7 +90,7 @@ std::string to_string(WarmupMode m) { return warmup_modes().name(m); }
 
 bool AutoWarmupSettings::operator==(const AutoWarmupSettings& o) const {
   return every == o.every && every_ratio == o.every_ratio && sentences == o.sentences &&
-         lanczos_steps == o.lanczos_steps && catapult == o.catapult && gate == o.gate;
+         lanczos_steps == o.lanczos_steps && catapult == o.catapult;
 }
 
 int64_t AutoWarmupSettings::updates_between(int64_t planned) const {
@@ -104,6 +117,7 @@ std::vector<std::string> ScheduleConfig::problems() const {
     out.push_back("--lr-schedule t-fixup has no warm-up (Huang 2020): set --warmup-steps 0, got " +
                   std::to_string(warmup_steps));
   for (auto& p : wsd_problems(*this)) out.push_back(std::move(p));
+  for (auto& p : gate_problems(*this)) out.push_back(std::move(p));
   for (auto& p : auto_warmup_options().problems(auto_warmup)) out.push_back(std::move(p));
   if (warmup == WarmupMode::kAuto) {
     if (warmup_steps != 0)
@@ -112,8 +126,6 @@ std::vector<std::string> ScheduleConfig::problems() const {
     if (kind == ScheduleKind::kInverseSqrt)
       out.push_back("--warmup auto: --lr-schedule inverse-sqrt decays from --warmup-steps' end; use constant, "
                     "linear, cosine, wsd, step-decay or t-fixup");
-    if (auto_warmup.gate > 0.0 && max_steps <= 0)
-      out.push_back("--warmup-auto-gate needs --max-steps: its probe is 2% of the planned updates");
   } else if (!(auto_warmup == AutoWarmupSettings{})) {
     out.push_back("--warmup-auto-* options need --warmup auto");
   }
@@ -174,6 +186,7 @@ double learning_rate(const ScheduleConfig& c, int64_t update, int64_t epoch) {
 // stay as they were (a missing "warmup" reads as fixed).
 void to_json(nlohmann::json& j, const ScheduleConfig& c) {
   j = schedule_options().to_json(c);
+  if (c.warmup_gate > 0.0) j["warmup_gate"] = c.warmup_gate;  // runs without a gate: as before
   if (c.warmup != WarmupMode::kAuto) return;
   j["warmup"] = to_string(c.warmup);
   j["warmup_auto"] = {{"every", c.auto_warmup.every},
@@ -181,7 +194,6 @@ void to_json(nlohmann::json& j, const ScheduleConfig& c) {
                       {"sentences", c.auto_warmup.sentences},
                       {"lanczos_steps", c.auto_warmup.lanczos_steps},
                       {"catapult", c.auto_warmup.catapult}};
-  if (c.auto_warmup.gate > 0.0) j["warmup_auto"]["gate"] = c.auto_warmup.gate;  // runs without a gate: as before
 }
 
 void from_json(const nlohmann::json& j, ScheduleConfig& c) {
@@ -199,6 +211,7 @@ void from_json(const nlohmann::json& j, ScheduleConfig& c) {
   c.wsd_decay_steps = j.value("wsd_decay_steps", int64_t{0});
   c.wsd_decay = parse_wsd_decay(j.value("wsd_decay", std::string("1-sqrt")), "wsd_decay");
   c.warmup = warmup_modes().parse(j.value("warmup", std::string("fixed")), "warmup");
+  c.warmup_gate = j.value("warmup_gate", 0.0);
   if (const auto a = j.find("warmup_auto"); a != j.end()) {
     a->at("every").get_to(c.auto_warmup.every);
     // Runs from before every_ratio measured every `every` (10 by default) updates.
@@ -206,7 +219,6 @@ void from_json(const nlohmann::json& j, ScheduleConfig& c) {
     a->at("sentences").get_to(c.auto_warmup.sentences);
     a->at("lanczos_steps").get_to(c.auto_warmup.lanczos_steps);
     a->at("catapult").get_to(c.auto_warmup.catapult);
-    c.auto_warmup.gate = a->value("gate", 0.0);
   }
 }
 

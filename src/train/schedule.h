@@ -43,8 +43,6 @@ struct AutoWarmupSettings {
   int64_t lanczos_steps = 4;   // --warmup-auto-lanczos-steps: per measurement, warm-started
   double catapult = 1.2;       // --warmup-auto-catapult: a training loss above this x its running mean
                                // halves the factor (a loss catapult, Kalra & Barkeshli 2024)
-  double gate = 0.0;           // --warmup-auto-gate: ramp only when a 2% probe without warm-up lost more
-                               // than this many nats per token (analysis/warmup_gate.h); 0: always ramp
   bool operator==(const AutoWarmupSettings& o) const;
   // Updates between measurements in a run of `planned` updates: every, or every_ratio x planned
   // rounded (at least 1).
@@ -78,6 +76,9 @@ struct ScheduleConfig {
   WarmupMode warmup = WarmupMode::kFixed;  // --warmup fixed|auto; auto: warmup_steps must be 0 and
                                            // learning_rate() is the target that the ramp scales
   AutoWarmupSettings auto_warmup;          // --warmup-auto-*; in config.json only with --warmup auto
+  double warmup_gate = 0.0;                // --warmup-gate G: the warm-up (fixed or auto) only when a 2%
+                                           // probe without it lost more than G nats per token
+                                           // (analysis/warmup_gate.h); 0: always; in config.json when > 0
 
   // Every problem at once, one message each naming the option (empty when valid).
   std::vector<std::string> problems() const;

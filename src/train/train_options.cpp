@@ -254,11 +254,6 @@ const core::OptionTable<AutoWarmupSettings>& auto_warmup_options() {
           "--warmup auto: a training loss above C x its running mean is a catapult and halves the rate",
           finite(above(1)))
         .cli_only();
-    t.add("--warmup-auto-gate", "gate", &AutoWarmupSettings::gate,
-          "--warmup auto: ramp only if a probe of 2% of the updates without warm-up lowers the training loss "
-          "by more than G nats per token, else train without warm-up (0: always ramp; docs/warmup.md)",
-          finite(at_least(0)))
-        .cli_only();
     return t;
   }();
   return table;
@@ -300,6 +295,12 @@ const core::OptionTable<ScheduleConfig>& schedule_options() {
           core::enum_codec(warmup_modes()))
         .cli_only();
     t.add_part(&ScheduleConfig::auto_warmup, auto_warmup_options(), "warmup_auto");
+    // In config.json only when > 0 (schedule.cpp's to_json).
+    t.add("--warmup-gate", "warmup_gate", &ScheduleConfig::warmup_gate,
+          "G: the warm-up (--warmup-steps' or --warmup auto's) only if a probe of 2% of the updates without it "
+          "lowers the training loss by more than G nats per token, else none (0: always; docs/warmup.md)",
+          finite(at_least(0)))
+        .cli_only();
     return t;
   }();
   return table;

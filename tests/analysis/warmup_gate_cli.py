@@ -1,15 +1,16 @@
 #!/usr/bin/env python3
-"""`normlab train --warmup auto --warmup-auto-gate G` (issue 37) on Multi30k val with a tiny model:
+"""`normlab train --warmup-gate G` (issue 37) on Multi30k val with a tiny model:
 - the probe (RUN_DIR/probe) is 2 updates (2% of 100, at least 2) at the target rate, and gate.json's
   loss drop is its update-1 training loss minus its update-2 loss, read here from its metrics.jsonl;
 - a gate above the drop trains without warm-up: every update record (step, lr, loss, grad_norm)
   equal, bit for bit, to a separate `--warmup-steps 0` run's, and config.json without "warmup";
 - a gate below the drop ramps: warmup.jsonl and every update record equal to a `--warmup auto` run
-  without a gate;
+  without a gate; with `--warmup-steps 10` instead, every update record equal to that fixed run's;
 - a run killed after update 10's checkpoint and resumed gives the same records, without probing again;
   re-running a finished run leaves gate.json and the probe as they were;
-- a different gate on a decided folder, a gate.json that is not JSON, the gate without --warmup
-  auto, without --max-steps, and a negative one are refused in one line naming the file or option."""
+- a different gate on a decided folder, a gate.json that is not JSON, a gate without a warm-up to
+  gate, without --max-steps, with inverse-sqrt, and a negative one are refused in one line naming
+  the file or option."""
 import json
 import os
 import subprocess
@@ -46,7 +47,7 @@ def main():
 
     # No warm-up: a gate far above any drop.
     none, plain = w("none"), w("plain")
-    run(auto(none, "--warmup-auto-gate", 50), "gated run (none)")
+    run(auto(none, "--warmup-gate", 50), "gated run (none)")
     run(argv(plain, "--warmup-steps", 0), "run without warm-up")
     gate = json.load(open(os.path.join(none, "gate.json")))
     probe = [r for r in jsonl(os.path.join(none, "probe", "metrics.jsonl")) if "grad_norm" in r]
@@ -61,29 +62,37 @@ def main():
 
     # Re-run when finished: no new probe, nothing rewritten.
     before = {p: os.stat(os.path.join(none, p)).st_mtime_ns for p in ("gate.json", "probe/metrics.jsonl")}
-    run(auto(none, "--warmup-auto-gate", 50), "finished run re-run")
+    run(auto(none, "--warmup-gate", 50), "finished run re-run")
     check(before == {p: os.stat(os.path.join(none, p)).st_mtime_ns for p in before}, "the re-run probed again")
 
     # The ramp: a gate below the drop.
     ramp, straight = w("ramp"), w("auto")
     threshold = gate["loss_drop"] / 2
     check(threshold > 0, f"the loss fell over the probe ({gate['loss_drop']}): the ramp case needs it")
-    run(auto(ramp, "--warmup-auto-gate", threshold), "gated run (ramp)")
+    run(auto(ramp, "--warmup-gate", threshold), "gated run (ramp)")
     run(auto(straight), "--warmup auto without a gate")
     strip = lambda rs: [{k: v for k, v in x.items() if k != "seconds"} for x in rs]
     check(json.load(open(os.path.join(ramp, "gate.json")))["decision"] == "ramp", "decision ramp")
     check(strip(jsonl(os.path.join(ramp, "warmup.jsonl"))) == strip(jsonl(os.path.join(straight, "warmup.jsonl"))),
           "the gated ramp differs from --warmup auto's")
     check(updates(ramp) == updates(straight), "the gated ramp's updates differ from --warmup auto's")
-    check(json.load(open(os.path.join(ramp, "config.json")))["schedule"]["warmup_auto"]["gate"] == threshold,
+    check(json.load(open(os.path.join(ramp, "config.json")))["schedule"]["warmup_gate"] == threshold,
           "config.json records the gate")
+
+    # A fixed warm-up behind the gate: the run of --warmup-steps 10 itself.
+    fixed_gated, fixed = w("fixed-gated"), w("fixed")
+    run(argv(fixed_gated, "--warmup-steps", 10, "--warmup-gate", threshold), "gated fixed warm-up")
+    run(argv(fixed, "--warmup-steps", 10), "fixed warm-up")
+    check(json.load(open(os.path.join(fixed_gated, "gate.json")))["decision"] == "ramp" and
+          updates(fixed_gated) == updates(fixed) and updates(fixed)[0][1] < lr,
+          "the gated fixed warm-up differs from --warmup-steps 10")
 
     # Killed after update 10's checkpoint, resumed.
     killed = w("killed")
-    cli_setup.kill_when(auto(killed, "--warmup-auto-gate", threshold),
+    cli_setup.kill_when(auto(killed, "--warmup-gate", threshold),
                         os.path.join(killed, "checkpoints", "checkpoint_1_10.pt"))
     mark = os.stat(os.path.join(killed, "gate.json")).st_mtime_ns
-    r = run(auto(killed, "--warmup-auto-gate", threshold), "resume")
+    r = run(auto(killed, "--warmup-gate", threshold), "resume")
     check("resuming at update" in r.stderr, f"resumed: {r.stderr[-300:]}")
     check(os.stat(os.path.join(killed, "gate.json")).st_mtime_ns == mark, "the resumed run probed again")
     check(updates(killed) == updates(straight) and
@@ -91,24 +100,29 @@ def main():
           "the resumed gated run differs")
 
     # Refusals, one line each.
-    for cmd, needle in ((auto(none, "--warmup-auto-gate", 1), "gate.json"),
-                        (argv(w("bad1"), "--warmup-steps", 0, "--warmup-auto-gate", 1), "--warmup auto"),
-                        (auto(w("bad3"), "--warmup-auto-gate", -1), "--warmup-auto-gate")):
+    for cmd, needle in ((auto(none, "--warmup-gate", 1), "gate.json"),
+                        (argv(w("bad1"), "--warmup-steps", 0, "--warmup-gate", 1), "no warm-up to gate"),
+                        (auto(w("bad3"), "--warmup-gate", -1), "--warmup-gate")):
         r = subprocess.run(cmd, capture_output=True, text=True)
         check(r.returncode != 0 and needle in r.stderr and len(r.stderr.strip().splitlines()) == 1,
               f"{cmd[-2:]}: rc {r.returncode}: {r.stderr[-300:]}")
     broken = w("broken")
-    short = auto(broken, "--warmup-auto-gate", 50)
+    short = auto(broken, "--warmup-gate", 50)
     short[short.index("--max-steps") + 1] = "4"
     run(short, "run to break")
     open(os.path.join(broken, "gate.json"), "w").write("{not json")
     r = subprocess.run(short, capture_output=True, text=True)
     check(r.returncode != 0 and "gate.json: not a gate decision" in r.stderr and len(r.stderr.strip().splitlines()) == 1,
           f"a broken gate.json: rc {r.returncode}: {r.stderr[-300:]}")
-    cmd = auto(w("bad2"), "--warmup-auto-gate", 1)
+    cmd = argv(w("bad4"), "--warmup-steps", 10, "--warmup-gate", 1)
+    cmd[cmd.index("--lr-schedule") + 1] = "inverse-sqrt"
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    check(r.returncode != 0 and "inverse-sqrt" in r.stderr and len(r.stderr.strip().splitlines()) == 1,
+          f"inverse-sqrt: rc {r.returncode}: {r.stderr[-300:]}")
+    cmd = auto(w("bad2"), "--warmup-gate", 1)
     cmd[cmd.index("--max-steps"):cmd.index("--max-steps") + 2] = ["--max-epochs", "1"]
     r = subprocess.run(cmd, capture_output=True, text=True)
-    check(r.returncode != 0 and "--warmup-auto-gate needs --max-steps" in r.stderr and
+    check(r.returncode != 0 and "--warmup-gate needs --max-steps" in r.stderr and
           len(r.stderr.strip().splitlines()) == 1, f"no --max-steps: rc {r.returncode}: {r.stderr[-300:]}")
     return check.finish()
 

@@ -472,15 +472,20 @@ def main():
                     first = json.loads(open(os.path.join(cell(c), "warmup.jsonl")).readline())
                     want = min(1.0, 38 / (first["preconditioned_lambda_max"] * float(t["lr"])))
                     check(close(first["factor"], want, 1e-12), f"{c}: start factor {first['factor']} vs {want}")
-                if t["arm"] == "gate":
-                    # Its decision from its probe's own records: ramp (a warmup.jsonl) iff the drop exceeds G.
+                if t["arm"] in ("gate", "gatew25"):
+                    # The decision from the probe's own records (ramp iff the drop exceeds G), and the
+                    # run as decided: auto's ramp (a warmup.jsonl) or w25's 50 updates, or none.
                     g = json.load(open(os.path.join(cell(c), "gate.json")))
                     ups = [json.loads(l) for l in open(os.path.join(cell(c), "probe", "metrics.jsonl"))]
                     ups = [x for x in ups if "grad_norm" in x]
                     drop = ups[0]["loss"] - ups[-1]["loss"]
-                    ramp = os.path.exists(os.path.join(cell(c), "warmup.jsonl"))
-                    check(len(ups) == 2 and g["loss_drop"] == drop and ramp == (drop > 0.646) and
-                          g["decision"] == ("ramp" if ramp else "none"), f"{c}: gate {g} vs the probe's drop {drop}")
+                    sched = json.load(open(os.path.join(cell(c), "config.json")))["schedule"]
+                    ramp = drop > 0.2  # the recipe's G at the smoke scale
+                    ran = (os.path.exists(os.path.join(cell(c), "warmup.jsonl")) if t["arm"] == "gate"
+                           else sched["warmup_steps"] == 50)
+                    check(len(ups) == 2 and g["loss_drop"] == drop and g["threshold"] == 0.2 and
+                          g["decision"] == ("ramp" if ramp else "none")
+                          and ran == ramp, f"{c}: gate {g} vs the probe's drop {drop}, schedule {sched}")
             # --with: the kept csv alone gives the same tables as the cells it was written from.
             kept = os.path.join(out, "kept")
             os.makedirs(kept, exist_ok=True)
