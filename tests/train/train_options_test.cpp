@@ -28,7 +28,7 @@ const std::set<std::string> kFlags = {
     "--fp16-scale-window", "--min-loss-scale", "--clip-norm", "--label-smoothing", "--ls-formula", "--z-loss", "--lr",
     "--lr-schedule", "--warmup-steps", "--warmup-init-lr", "--min-lr", "--lr-decay-epochs", "--lr-decay-factor",
     "--lr-decay-count", "--tfixup-decay-steps", "--wsd-decay-steps", "--wsd-decay", "--warmup", "--warmup-auto-every", "--warmup-auto-every-ratio", "--warmup-auto-sentences",
-    "--warmup-auto-lanczos-steps", "--warmup-auto-catapult", "--max-epochs", "--max-steps",
+    "--warmup-auto-lanczos-steps", "--warmup-auto-catapult", "--warmup-gate", "--max-epochs", "--max-steps",
     "--stop-time-hours", "--out",
     "--log-interval", "--save-interval", "--save-interval-updates", "--validate-interval-updates", "--keep-last",
     "--seed", "--fail-on-divergence", "--mask-prob", "--leave-unmasked-prob", "--random-token-prob",
@@ -136,6 +136,24 @@ TEST(TrainOptions, ConfigJsonOfAnAutoWarmupRunHasItsSettings) {
   from_json(j["schedule"], back);
   EXPECT_EQ(back.warmup, WarmupMode::kAuto);
   EXPECT_EQ(back.auto_warmup, ramp.schedule.auto_warmup);
+}
+
+// --warmup-gate's threshold is written when it is set only, and read back.
+TEST(TrainOptions, ConfigJsonOfAGatedRunHasItsGate) {
+  TrainConfig gated;
+  gated.schedule.warmup_steps = 50;
+  gated.schedule.warmup_gate = 0.75;
+  auto keys = kKeys;
+  keys.insert("schedule.warmup_gate");
+  EXPECT_EQ(leaves(gated), keys);
+  nlohmann::json j;
+  to_json(j, gated);
+  ScheduleConfig back;
+  from_json(j["schedule"], back);
+  EXPECT_EQ(back.warmup_gate, 0.75);
+  ScheduleConfig plain;
+  from_json(nlohmann::json(TrainConfig{}.schedule), plain);
+  EXPECT_EQ(plain.warmup_gate, 0.0);
 }
 
 TEST(TrainOptions, ConfigJsonValuesKeepTheirForm) {
