@@ -14,6 +14,7 @@
 #include "core/file_io.h"
 #include "core/option_table.h"
 #include "core/problems.h"
+#include "recipe/results.h"
 #include "train/trainer.h"
 
 namespace normlab::analysis {
@@ -40,15 +41,11 @@ GateEvidence read_probe(const std::string& dir, int64_t updates) {
   e.probe_updates = updates;
   e.loss_first = e.loss_last = std::numeric_limits<double>::quiet_NaN();
   const auto path = (fs::path(dir) / "metrics.jsonl").string();
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error("--warmup-gate: cannot read the probe's " + path);
-  for (std::string line; std::getline(in, line);) {
-    const auto r = nlohmann::json::parse(line);
-    if (r.value("event", "") == "diverged") e.diverged = true;
-    if (!r.contains("grad_norm") || !r.contains("step")) continue;  // an update record
-    const auto step = r.at("step").get<int64_t>();
-    if (step == 1) e.loss_first = r.at("loss").get<double>();
-    if (step == updates) e.loss_last = r.at("loss").get<double>();
+  for (const auto& r : recipe::read_metrics(path)) {
+    e.diverged = e.diverged || r.diverged;
+    if (r.validation || std::isnan(r.grad_norm)) continue;  // an update record has a gradient norm
+    if (r.step == 1) e.loss_first = r.loss;
+    if (r.step == updates) e.loss_last = r.loss;
   }
   if (!e.diverged && !(std::isfinite(e.loss_first) && std::isfinite(e.loss_last)))
     throw std::runtime_error("--warmup-gate: " + path + " has no record of update 1 or " +
