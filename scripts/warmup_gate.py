@@ -30,7 +30,7 @@ import os
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from atomic_write import write_text  # noqa: E402
-from warmup_auto import FIXED, cross_seed_oracle, read_kept, worse  # noqa: E402
+from warmup_auto import FIXED, cross_seed_oracle, needs_warmup, read_kept, worse  # noqa: E402
 from warmup_predictor import FEATURES  # noqa: E402
 
 
@@ -67,7 +67,7 @@ class Grid:
     def needs(self, c):
         n = sum(worse(self.loss[("w0",) + c + (k,)], min(self.loss[(x,) + c + (k,)] for x in FIXED[1:]))
                 for k in self.seeds[c])
-        return 2 * n >= len(self.seeds[c]) + len(self.seeds[c]) % 2  # 2 of 3 (of 2: both)
+        return needs_warmup(n, len(self.seeds[c]))
 
     def met(self, configs, arm, gate):
         """(configurations within the margin, of them needing warm-up, of them needing none)."""

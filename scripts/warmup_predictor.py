@@ -5,7 +5,7 @@
 
 The truth of each configuration (scheme, lr) comes from its training cells, with
 scripts/warmup_auto.py's margin: it needs warm-up when w0 ends worse than the best of w1..w25 of
-the same seed in at least 2 of 3 seeds. The evidence comes from its `probe` cells (the first K
+the same seed in at least two thirds of the seeds (2 of 3). The evidence comes from its `probe` cells (the first K
 updates of w0, the same initialisation and data order), per seed, then the median over seeds
 (`--with`: the fixed arms' losses also from scripts/warmup_auto.py's kept csv, a cell of RUN_DIR
 taking precedence):
@@ -36,7 +36,7 @@ import sys
 # The margin, the cells' names and their final losses: warmup_auto.py's (one definition of each).
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from atomic_write import write_text  # noqa: E402
-from warmup_auto import CELL, FIXED, read_cell, read_kept, worse  # noqa: E402
+from warmup_auto import CELL, FIXED, needs_warmup, read_cell, read_kept, worse  # noqa: E402
 
 FEATURES = ["loss_drop", "grad_ratio", "ratio0", "ratioK", "attention_growth", "log_z", "update_ratio",
             "output_change"]
@@ -140,7 +140,7 @@ def main():
             if ("w0", s, lr, k) in losses and warm and worse(losses[("w0", s, lr, k)], min(warm)):
                 n += 1
         worse_seeds[(s, lr)] = n
-        truth[(s, lr)] = 2 * n >= len(seeds) + len(seeds) % 2  # 2 of 3
+        truth[(s, lr)] = needs_warmup(n, len(seeds))
     median = {f: {c: statistics.median(probes[c + (k,)][f] for k in seeds if c + (k,) in probes) for c in configs}
               for f in FEATURES}
 
