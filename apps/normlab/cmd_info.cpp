@@ -26,6 +26,7 @@ Runner add_info_command(CLI::App& app, const GlobalOptions& global) {
                         {"onednn", info.onednn},
                         {"cpu_capability", info.cpu_capability},
                         {"cpu_native_bf16", info.cpu_native_bf16},
+                        {"cpu_bf16_faster", info.cpu_bf16_faster},
                         {"intra_op_threads", info.intra_op_threads},
                         {"aten_default_threads", info.aten_default_threads},
                         {"available_cpus", info.available_cpus},
@@ -47,7 +48,9 @@ Runner add_info_command(CLI::App& app, const GlobalOptions& global) {
               << "CPU capability   " << info.cpu_capability << "\n"
               << "CPU bf16         "
               << (info.cpu_native_bf16.empty() ? "emulated (no AMX-BF16 or AVX512_BF16; --precision auto is fp32)"
-                                               : "native (" + info.cpu_native_bf16 + "; --precision auto is bf16)")
+                  : info.cpu_bf16_faster
+                      ? "native (" + info.cpu_native_bf16 + "; --precision auto is bf16)"
+                      : "native (" + info.cpu_native_bf16 + " without AMX on Intel: slower than fp32; --precision auto is fp32)")
               << "\n"
               << "threads          " << info.intra_op_threads << " intra-op (" << info.available_cpus
               << " CPUs available; ATen's own default " << info.aten_default_threads << ")\n"

@@ -50,6 +50,17 @@ int& aten_default() {
   return threads;
 }
 
+// This machine's /proc/cpuinfo, read once ("" where it cannot be read).
+const std::string& proc_cpuinfo() {
+  static const std::string text = [] {
+    std::ifstream in("/proc/cpuinfo");
+    std::stringstream out;
+    out << in.rdbuf();
+    return out.str();
+  }();
+  return text;
+}
+
 }  // namespace
 
 int aten_default_threads() {
@@ -130,15 +141,19 @@ std::string native_bf16_in_cpuinfo(const std::string& cpuinfo) {
   return "";
 }
 
-std::string cpu_native_bf16() {
-  static const std::string found = [] {
-    std::ifstream in("/proc/cpuinfo");
-    std::stringstream text;
-    text << in.rdbuf();
-    return native_bf16_in_cpuinfo(text.str());
-  }();
-  return found;
+bool bf16_faster_in_cpuinfo(const std::string& cpuinfo) {
+  const auto instructions = native_bf16_in_cpuinfo(cpuinfo);
+  if (instructions != "avx512_bf16") return instructions == "amx_bf16";
+  std::istringstream in(cpuinfo);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("vendor_id", 0) == 0) return line.find("GenuineIntel") == std::string::npos;
+  }
+  return true;  // no vendor line: native taken as faster, as before the vendor was read
 }
+
+std::string cpu_native_bf16() { return native_bf16_in_cpuinfo(proc_cpuinfo()); }
+
+bool cpu_bf16_faster() { return bf16_faster_in_cpuinfo(proc_cpuinfo()); }
 
 RuntimeInfo runtime_info() {
   RuntimeInfo info;
@@ -148,6 +163,7 @@ RuntimeInfo runtime_info() {
   if (info.blas == "none") info.blas = config_line("BLAS_INFO");
   info.onednn = config_line("MKL-DNN");
   info.cpu_native_bf16 = cpu_native_bf16();
+  info.cpu_bf16_faster = cpu_bf16_faster();
   info.cpu_capability = config_line("CPU capability");
   if (auto colon = info.cpu_capability.find(": "); colon != std::string::npos)
     info.cpu_capability = info.cpu_capability.substr(colon + 2);

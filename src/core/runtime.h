@@ -34,6 +34,15 @@ c10::Device resolve_device(const std::string& name);
 std::string native_bf16_in_cpuinfo(const std::string& cpuinfo);
 // The same for this machine (its /proc/cpuinfo; "" where it cannot be read).
 std::string cpu_native_bf16();
+// Whether the CPU a /proc/cpuinfo text describes multiplies bf16 faster than fp32, which is what
+// `--precision auto` asks: with AMX-BF16 (tiles: 4-8x fp32), or AVX512_BF16 on a CPU that is not
+// Intel's (AMD Zen 4: VDPBF16PS at twice the fp32 FMA's rate; 2.7x measured). Not AVX512_BF16 on
+// an Intel CPU without AMX (Cooper Lake, or a Xeon whose AMX a VM hides): there VDPBF16PS issues
+// on one port where fp32 FMAs issue on two, the same FLOP rate before conversions; 0.5-0.6x of
+// fp32 measured (docs/precision.md). Not without either (emulated).
+bool bf16_faster_in_cpuinfo(const std::string& cpuinfo);
+// The same for this machine (false where /proc/cpuinfo cannot be read).
+bool cpu_bf16_faster();
 
 struct RuntimeInfo {
   std::string normlab_version;
@@ -42,6 +51,7 @@ struct RuntimeInfo {
   std::string onednn;          // e.g. "Intel(R) MKL-DNN v3.12.0"
   std::string cpu_capability;  // ATen's vectorisation level, e.g. "AVX512"
   std::string cpu_native_bf16; // cpu_native_bf16()
+  bool cpu_bf16_faster = false; // cpu_bf16_faster(): what --precision auto follows on the CPU
   int intra_op_threads = 0;
   int aten_default_threads = 0;
   int available_cpus = 0;

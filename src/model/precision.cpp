@@ -34,11 +34,14 @@ Precision parse_precision(const std::string& s, const std::string& option) {
 
 Precision parse_precision(const std::string& s, const c10::Device& device, const std::string& option) {
   if (s != "auto") return parse_precision(s, option);
-  return device.is_cuda() || !core::cpu_native_bf16().empty() ? Precision::kBf16 : Precision::kFp32;
+  return device.is_cuda() || core::cpu_bf16_faster() ? Precision::kBf16 : Precision::kFp32;
 }
 
 std::string precision_warning(Precision p, const c10::Device& device) {
-  if (p != Precision::kBf16 || device.is_cuda() || !core::cpu_native_bf16().empty()) return "";
+  if (p != Precision::kBf16 || device.is_cuda() || core::cpu_bf16_faster()) return "";
+  if (!core::cpu_native_bf16().empty())
+    return "warning: --precision bf16 on an Intel CPU with AVX512_BF16 but no AMX: its matrix products run "
+           "at about 0.6x fp32's rate (docs/precision.md); --precision auto picks fp32 here";
   return "warning: --precision bf16 on a CPU without AMX-BF16 or AVX512_BF16: its matrix products are "
          "emulated, about 8x slower than fp32 (docs/precision.md); --precision auto picks fp32 here";
 }
