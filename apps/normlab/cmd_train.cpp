@@ -73,6 +73,7 @@ Runner add_training_command(CLI::App& app, const GlobalOptions& global, bool fin
     decode::BeamSearchConfig beam;  // --eval-bleu's decoder
     ModelOptions model;
     bool curvature = false;  // --curvature: the series at CurvatureConfig::kDefaultEvery
+    bool gate_only = false;  // --warmup-gate-only: the gate's probe and decision, no training
     std::string precision = "fp32";
     DistCliOptions dist;
     std::string pooling;  // finetune's --classifier-pooling as given
@@ -94,6 +95,11 @@ Runner add_training_command(CLI::App& app, const GlobalOptions& global, bool fin
                 "the curvature series every " + std::to_string(train::CurvatureConfig::kDefaultEvery) +
                     " updates (at most ~10% of the training time on the synthetic task's cells)")
       ->group("Curvature during training (docs/curvature.md)");
+  if (!finetune)
+    cmd->add_flag("--warmup-gate-only", o->gate_only,
+                  "with --warmup-gate: run its probe, print whether the run needs its warm-up and the evidence, "
+                  "and stop; the same command without this flag then trains with that decision (docs/warmup.md)")
+        ->group("Optimisation");
   add_beam_options(*cmd, o->beam, /*translate=*/false, "Validation BLEU (docs/translate.md)");
   add_dist_options(*cmd, o->dist);
 
@@ -134,7 +140,14 @@ Runner add_training_command(CLI::App& app, const GlobalOptions& global, bool fin
     warn_if_emulated(c.precision, device);
     ValidationBleu bleu(o->beam, c.batching.max_tokens > 0 ? c.batching.max_tokens : 4096);
     auto job = join_job(o->dist, device);
+    if (o->gate_only && !(c.schedule.warmup_gate > 0.0))
+      throw std::invalid_argument("--warmup-gate-only needs --warmup-gate G");
+    const auto given = c;
     c = analysis::gated_config(c, job.device, job.group);  // --warmup-gate: the warm-up or none, after its probe
+    if (o->gate_only) {
+      std::cout << analysis::gate_advice(given);
+      return;
+    }
     // The run's instruments, in the order the trainer calls them (docs/architecture.md).
     train::TrainCallbacks callbacks;
     auto add = [&](std::unique_ptr<train::TrainCallback> cb) {

@@ -91,9 +91,15 @@ bool probe_and_decide(const train::TrainConfig& config, const c10::Device& devic
   return ramp;
 }
 
-// A decision already taken (a resumed run): gate.json's, checked against this run's threshold.
-bool recorded_decision(const train::TrainConfig& config) {
+// RUN_DIR/gate.json as written by probe_and_decide, checked against this run's threshold.
+struct GateRecord {
+  GateEvidence evidence;
+  bool ramp = false;
+};
+
+GateRecord read_gate(const train::TrainConfig& config) {
   const auto path = gate_file(config);
+  GateRecord r;
   double threshold = 0.0;
   std::string decision;
   try {
@@ -101,6 +107,11 @@ bool recorded_decision(const train::TrainConfig& config) {
     const auto j = nlohmann::json::parse(in);
     threshold = j.at("threshold").get<double>();
     decision = j.at("decision").get<std::string>();
+    auto number = [&](const char* key) {
+      return j.at(key).is_null() ? std::numeric_limits<double>::quiet_NaN() : j.at(key).get<double>();
+    };
+    r.evidence = {j.at("probe_updates").get<int64_t>(), number("loss_update_1"), number("loss_last"),
+                  j.at("diverged").get<bool>()};
   } catch (const nlohmann::json::exception& e) {
     throw std::invalid_argument(path + ": not a gate decision (" + e.what() + ")");
   }
@@ -109,8 +120,12 @@ bool recorded_decision(const train::TrainConfig& config) {
                                 "; this run gives a different one");
   if (decision != "ramp" && decision != "none")
     throw std::invalid_argument(path + ": decision must be ramp or none, got " + decision);
-  return decision == "ramp";
+  r.ramp = decision == "ramp";
+  return r;
 }
+
+// A decision already taken (a resumed run, or one after --warmup-gate-only).
+bool recorded_decision(const train::TrainConfig& config) { return read_gate(config).ramp; }
 
 }  // namespace
 
@@ -131,6 +146,21 @@ train::TrainConfig gated_config(const train::TrainConfig& config, const c10::Dev
                                 "between ranks)");
   const bool ramp = fs::exists(gate_file(config)) ? recorded_decision(config) : probe_and_decide(config, device, group);
   return ramp ? config : without_warmup(config);
+}
+
+std::string gate_advice(const train::TrainConfig& config) {
+  const auto r = read_gate(config);
+  const auto& s = config.schedule;
+  const std::string warmup = s.warmup == train::WarmupMode::kAuto
+                                 ? "--warmup auto (its ramp, chosen while training; docs/warmup.md)"
+                                 : "a linear warm-up over " + std::to_string(s.warmup_steps) +
+                                       " updates (--warmup-steps " + std::to_string(s.warmup_steps) + ")";
+  return std::string("warm-up: ") + (r.ramp ? "needed" : "not needed") + " (" + evidence_line(r.evidence) +
+         (r.evidence.diverged ? "" : r.ramp ? ", more than" : ", not more than") + " --warmup-gate " +
+         core::format_number(s.warmup_gate) + ")\n" + "train with: " + (r.ramp ? warmup : "no warm-up") +
+         "\nevidence: " + gate_file(config) + ", the probe's records " + probe_dir(config) +
+         "/metrics.jsonl\nnext: the same command without --warmup-gate-only trains " + config.out +
+         " with this decision, from the initialisation\n";
 }
 
 }  // namespace normlab::analysis

@@ -43,4 +43,9 @@ bool gate_ramps(const GateEvidence& e, double threshold);
 train::TrainConfig gated_config(const train::TrainConfig& config, const c10::Device& device,
                                 core::ProcessGroup& group);
 
+// `train --warmup-gate-only` (issue 37 §1: advice from the first updates): RUN_DIR/gate.json, once
+// gated_config has written or checked it, as a user reads it: whether the run needs its warm-up,
+// which one it would train with, the evidence and where it lies.
+std::string gate_advice(const train::TrainConfig& config);
+
 }  // namespace normlab::analysis

@@ -8,6 +8,10 @@
   without a gate; with `--warmup-steps 10` instead, every update record equal to that fixed run's;
 - a run killed after update 10's checkpoint and resumed gives the same records, without probing again;
   re-running a finished run leaves gate.json and the probe as they were;
+- `--warmup-gate-only` prints the decision ("warm-up: needed" / "not needed", the warm-up it would
+  train with, the loss drop against G) and trains nothing (RUN_DIR holds gate.json and the probe
+  only); the same command without it then trains with that decision, its updates equal to the
+  direct gated run's; --warmup-gate-only without --warmup-gate is refused in one line;
 - a different gate on a decided folder, a gate.json that is not JSON, a gate without a warm-up to
   gate, without --max-steps, with inverse-sqrt, and a negative one are refused in one line naming
   the file or option."""
@@ -86,6 +90,23 @@ def main():
     check(json.load(open(os.path.join(fixed_gated, "gate.json")))["decision"] == "ramp" and
           updates(fixed_gated) == updates(fixed) and updates(fixed)[0][1] < lr,
           "the gated fixed warm-up differs from --warmup-steps 10")
+
+    # Advice first (--warmup-gate-only), then the same command trains with it.
+    for name, g, needed, reference in (("advice-ramp", threshold, True, straight), ("advice-none", 50, False, plain)):
+        advice = w(name)
+        r = run(auto(advice, "--warmup-gate", g, "--warmup-gate-only"), f"{name}: --warmup-gate-only")
+        lines = r.stdout.splitlines()
+        drop = json.load(open(os.path.join(advice, "gate.json")))["loss_drop"]
+        check(len(lines) == 4 and lines[0].startswith("warm-up: needed" if needed else "warm-up: not needed") and
+              f"{drop:f} nats over the 2-update probe" in lines[0] and
+              lines[1] == ("train with: --warmup auto (its ramp, chosen while training; docs/warmup.md)"
+                           if needed else "train with: no warm-up"), f"{name}: the advice: {lines}")
+        check(sorted(os.listdir(advice)) == ["gate.json", "probe"], f"{name}: trained: {sorted(os.listdir(advice))}")
+        run(auto(advice, "--warmup-gate", g), f"{name}: the same command without --warmup-gate-only")
+        check(updates(advice) == updates(reference), f"{name}: the run after the advice differs from the gated run's")
+    r = subprocess.run(auto(w("advice-bad"), "--warmup-gate-only"), capture_output=True, text=True)
+    check(r.returncode != 0 and "--warmup-gate-only needs --warmup-gate" in r.stderr and
+          len(r.stderr.strip().splitlines()) == 1, f"--warmup-gate-only alone: rc {r.returncode}: {r.stderr[-300:]}")
 
     # Killed after update 10's checkpoint, resumed.
     killed = w("killed")
