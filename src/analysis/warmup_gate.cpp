@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include <nlohmann/json.hpp>
+#include <torch/torch.h>
 
 #include "core/file_io.h"
 #include "core/option_table.h"
@@ -72,7 +73,15 @@ std::string evidence_line(const GateEvidence& e) {
          std::to_string(e.probe_updates) + "-update probe";
 }
 
-// Trains the probe into RUN_DIR/probe (resuming one that was interrupted), decides, writes gate.json.
+// Rank 0's `value` on every rank (one process: `value`).
+bool rank0s(core::ProcessGroup& group, bool value) {
+  auto flag = torch::full({1}, value ? 1.0 : 0.0, torch::kFloat64);
+  group.broadcast(flag, 0);
+  return flag.item<double>() != 0.0;
+}
+
+// Trains the probe into RUN_DIR/probe (resuming one that was interrupted; with several ranks
+// data-parallel, as the run), decides on rank 0 from its records, writes gate.json there.
 bool probe_and_decide(const train::TrainConfig& config, const c10::Device& device, core::ProcessGroup& group) {
   const auto start = std::chrono::steady_clock::now();
   auto probe = without_warmup(config);
@@ -82,6 +91,7 @@ bool probe_and_decide(const train::TrainConfig& config, const c10::Device& devic
   probe.eval_bleu = false;
   probe.fail_on_divergence = false;
   train::train(probe, {}, device, group);
+  if (!group.is_main()) return false;  // rank 0 decides (gated_config passes its decision on)
   const auto evidence = read_probe(probe.out, probe.max_steps);
   const bool ramp = gate_ramps(evidence, config.schedule.warmup_gate);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -141,11 +151,15 @@ train::TrainConfig gated_config(const train::TrainConfig& config, const c10::Dev
                                 core::ProcessGroup& group) {
   if (config.schedule.warmup_gate <= 0.0) return config;
   core::throw_if_problems(config.problems());  // before the probe trains (the run itself checks again)
-  if (group.size() > 1)
-    throw std::invalid_argument("--warmup-gate: one process only (the probe's decision is not shared "
-                                "between ranks)");
-  const bool ramp = fs::exists(gate_file(config)) ? recorded_decision(config) : probe_and_decide(config, device, group);
-  return ramp ? config : without_warmup(config);
+  // Rank 0 reads the folder and decides; every rank trains the probe or none, and takes rank 0's
+  // decision, so that all train one configuration (docs/distributed.md: rank 0 writes the folder).
+  const bool decided = rank0s(group, group.is_main() && fs::exists(gate_file(config)));
+  bool ramp = false;
+  if (!decided)
+    ramp = probe_and_decide(config, device, group);
+  else if (group.is_main())
+    ramp = recorded_decision(config);
+  return rank0s(group, ramp) ? config : without_warmup(config);
 }
 
 std::string gate_advice(const train::TrainConfig& config) {

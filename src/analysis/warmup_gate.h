@@ -5,7 +5,8 @@
 // the probe diverged), the run trains with the warm-up it was given (--warmup-steps' linear ramp
 // or --warmup auto's); else without warm-up. Either way the run starts from the initialisation,
 // so the probe's updates are an extra 2% of the planned ones. The decision and its evidence are
-// RUN_DIR/gate.json; a resumed run reads it and does not probe again.
+// RUN_DIR/gate.json; a resumed run reads it and does not probe again. With several ranks the probe
+// trains data-parallel as the run does, and rank 0 decides for all (it alone writes the folder).
 //
 // Why the loss drop: on the grids of docs/results.md ("The 2% probe as a gate", "Two more grids")
 // it was the probe quantity that best separated the configurations where no warm-up is best from

@@ -16,6 +16,10 @@ on Multi30k val, seconds each.
   the checkpoint); under torchrun --max-restarts 1 the agent restarts the workers after one is
   killed and they resume by themselves to the same end. A port in use, a missing rank, another
   WORLD_SIZE and another option on one rank are one clear error each.
+- --warmup-gate (issue 37) with 2 ranks: the probe trains data-parallel and rank 0 decides for
+  both; gate.json's loss drop and decision, and every training record, equal those of 1 rank x
+  --update-freq 2 with the same gate, for a gate above the drop (no warm-up) and below it (the
+  warm-up).
 - One writer per RUN_DIR: a second train into a folder in use gets one line naming it and the
   holder's pid (hessian, probe and perturb lock OUT alike); a complete run started again
   changes nothing; a --max-steps stop inside an epoch writes its last training record and a
@@ -172,6 +176,29 @@ def main():
           cli_setup.same_parameters(os.path.join(straight, last), os.path.join(elastic, last)),
           f"torchrun --max-restarts 1 after a worker's SIGKILL ends bit-identical to the uninterrupted run: "
           f"{agent.returncode} {err[-1500:]}")
+
+    # --warmup-gate: rank 0's decision for both ranks, as 1 rank x update-freq 2 decides.
+    gated = ("--lr", "1e-2", "--lr-schedule", "constant", "--max-steps", "20", "--warmup-steps", "4")
+    gate_of = lambda run: json.load(open(os.path.join(run, "gate.json")))
+    drop = None
+    for name, threshold in (("gate-none", "50"), ("gate-ramp", None)):
+        if threshold is None:
+            check(drop is not None and drop > 0, f"the loss fell over the probe ({drop}): the ramp case needs it")
+            threshold = repr(drop / 2)
+        single, pair = w(name + "-1"), w(name + "-2")
+        r = subprocess.run(argv(single, *gated, "--warmup-gate", threshold, "--update-freq", "2"),
+                           capture_output=True, text=True)
+        results = two_ranks(pair, *gated, "--warmup-gate", threshold)
+        check(r.returncode == 0 and all(rc == 0 for rc, _ in results), f"{name}: {r.stderr[-500:]} {results}")
+        if r.returncode != 0 or any(rc for rc, _ in results):
+            continue
+        one_gate, two_gate = gate_of(single), gate_of(pair)
+        drop = one_gate["loss_drop"]
+        check({k: v for k, v in one_gate.items() if k != "seconds"} == {k: v for k, v in two_gate.items() if k != "seconds"}
+              and one_gate["decision"] == ("none" if name == "gate-none" else "ramp"),
+              f"{name}: gate.json of 2 ranks against 1 x update-freq 2: {two_gate} vs {one_gate}")
+        check([key(x) for x in records(single)] == [key(x) for x in records(pair)] and len(records(pair)) > 20,
+              f"{name}: the gated run's records, 2 ranks against 1 x update-freq 2")
 
     # 4. Launch errors: one line, non-zero, within the timeout.
     quick = ("--max-steps", "2", "--dist-timeout", "3")
