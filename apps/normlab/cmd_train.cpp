@@ -145,7 +145,7 @@ Runner add_training_command(CLI::App& app, const GlobalOptions& global, bool fin
     const auto given = c;
     c = analysis::gated_config(c, job.device, job.group);  // --warmup-gate: the warm-up or none, after its probe
     if (o->gate_only) {
-      std::cout << analysis::gate_advice(given);
+      if (job.group.is_main()) std::cout << analysis::gate_advice(given);  // rank 0 alone speaks
       return;
     }
     // The run's instruments, in the order the trainer calls them (docs/architecture.md).
