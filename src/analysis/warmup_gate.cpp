@@ -170,7 +170,7 @@ std::string gate_advice(const train::TrainConfig& config) {
                                  : "a linear warm-up over " + std::to_string(s.warmup_steps) +
                                        " updates (--warmup-steps " + std::to_string(s.warmup_steps) + ")";
   return std::string("warm-up: ") + (r.ramp ? "needed" : "not needed") + " (" + evidence_line(r.evidence) +
-         (r.evidence.diverged ? "" : r.ramp ? ", more than" : ", not more than") + " --warmup-gate " +
+         (r.evidence.diverged ? ";" : r.ramp ? ", more than" : ", not more than") + " --warmup-gate " +
          core::format_number(s.warmup_gate) + ")\n" + "train with: " + (r.ramp ? warmup : "no warm-up") +
          "\nevidence: " + gate_file(config) + ", the probe's records " + probe_dir(config) +
          "/metrics.jsonl\nnext: the same command without --warmup-gate-only trains " + config.out +

@@ -499,8 +499,8 @@ def main():
             probes = rows(os.path.join(out, "warmup_predictor.csv")) if r.returncode == 0 else []
             check(len(probes) == len([c for c in cells if c.startswith("probe_")]), f"warmup_predictor.csv rows")
             # --with: the probe cells alone take the fixed arms' losses from a kept csv. In it, every
-            # seed-1 w0 loss raised by 10 nats: each configuration then has 1 of its 2 seeds worse
-            # without warm-up (needs warm-up by the 2-seed rule); the probes' quantities unchanged.
+            # w0 loss raised by 10 nats: each configuration then has both of its 2 seeds worse
+            # without warm-up (needs warm-up: two thirds of the seeds); the probes' quantities unchanged.
             only = os.path.join(out, "probes-only")
             os.makedirs(os.path.join(only, "cells"), exist_ok=True)
             for c in cells:
@@ -508,7 +508,7 @@ def main():
                     os.symlink(cell(c), os.path.join(only, "cells", c))
             kept_rows = rows(os.path.join(out, "warmup_auto.csv"))
             for x in kept_rows:
-                if x["arm"] == "w0" and x["seed"] == "1":
+                if x["arm"] == "w0":
                     x["valid_loss"] = repr(float(x["valid_loss"]) + 10)
             with open(os.path.join(only, "kept.csv"), "w", newline="") as f:
                 wr = csv.DictWriter(f, fieldnames=list(kept_rows[0]))
@@ -518,7 +518,7 @@ def main():
                                 "post-ln", "--with", os.path.join(only, "kept.csv")], capture_output=True,
                                text=True, timeout=60)
             got = rows(os.path.join(only, "warmup_predictor.csv")) if r.returncode == 0 else []
-            want = [dict(x, needs_warmup="1", seeds_worse_without="1") for x in probes]
+            want = [dict(x, needs_warmup="1", seeds_worse_without="2") for x in probes]
             check(got == want and len(got) > 0, f"warmup_predictor.py --with: {r.stderr[-400:]} {got[:2]}")
 
         if name in ("lr_transfer_width", "lm_lr_transfer"):
