@@ -68,6 +68,8 @@ FIGURES = {
                      "curvature-admin-nowarm"},
     "xiong_fig5": {"valid-loss", "train-loss"},
     "warmup_auto": {"valid-loss", "train-loss", "warmup-auto_lr=0.01_scheme=post-ln_seed=1"},
+    "warmup_auto_lm": {"valid-loss", "train-loss", "warmup-auto_lr=0.01_scheme=post-ln_seed=1",
+                       "curvature-probe_lr=0.01_scheme=pre-ln_seed=1", "logits-probe_lr=0.01_scheme=pre-ln_seed=1"},
     "optimizer_warmup": {"valid-loss", "train-loss", "lr-grid"},
     "lr_transfer_width": {"valid-loss", "train-loss", "lr-grid"},
     "lm_lr_transfer": {"valid-loss", "train-loss", "lr-grid"},
@@ -452,17 +454,20 @@ def main():
                         for c in os.listdir(os.path.join(out, "cells")) if c.startswith("ft-")}
             check(poolings and set(poolings.values()) == {"mean"}, f"xiong_fig5 fine-tuning poolings: {poolings}")
 
-        if name == "warmup_auto":
+        if name in ("warmup_auto", "warmup_auto_lm"):
             # scripts/warmup_auto.py: a row per training cell, its loss the cell's last validation
             # loss; each auto cell's ramp starts at min(1, 38 / (lambda_0 lr)) (Adam at beta1 0.9);
             # scripts/warmup_predictor.py: a row per probe cell.
             scripts = os.path.join(os.path.dirname(args.recipes), "scripts")
+            gate_cells = [c for c in tomllib.load(open(path, "rb"))["cells"] if c["name"] == "gate"]
+            threshold = gate_cells[0]["scale"]["smoke"]["warmup-gate"]  # the recipe's G at the smoke scale
             r = subprocess.run([sys.executable, os.path.join(scripts, "warmup_auto.py"), out], capture_output=True,
                                text=True, timeout=60)
             check(r.returncode == 0, f"warmup_auto.py: {r.stderr[-400:]}")
             table = rows(os.path.join(out, "warmup_auto.csv")) if r.returncode == 0 else []
-            trained = [c for c in cells if not c.startswith("probe_")]
+            trained = [c for c in cells if not c.startswith("probe_") and c != "text"]  # text: lm-data's cell
             check(len(table) == len(trained), f"warmup_auto.csv rows {len(table)} for {len(trained)} cells")
+            decisions = set()
             for t in table:
                 c = f"{t['arm']}_lr={t['lr']}_scheme={t['scheme']}_seed={t['seed']}"
                 recs = [json.loads(l) for l in open(os.path.join(cell(c), "metrics.jsonl"))]
@@ -473,6 +478,7 @@ def main():
                     want = min(1.0, 38 / (first["preconditioned_lambda_max"] * float(t["lr"])))
                     check(close(first["factor"], want, 1e-12), f"{c}: start factor {first['factor']} vs {want}")
                 if t["arm"] in ("gate", "gatew25"):
+                    decisions.add(json.load(open(os.path.join(cell(c), "gate.json")))["decision"])
                     # The decision from the probe's own records (ramp iff the drop exceeds G), and the
                     # run as decided: auto's ramp (a warmup.jsonl) or w25's 50 updates, or none.
                     g = json.load(open(os.path.join(cell(c), "gate.json")))
@@ -480,12 +486,13 @@ def main():
                     ups = [x for x in ups if "grad_norm" in x]
                     drop = ups[0]["loss"] - ups[-1]["loss"]
                     sched = json.load(open(os.path.join(cell(c), "config.json")))["schedule"]
-                    ramp = drop > 0.2  # the recipe's G at the smoke scale
+                    ramp = drop > threshold
                     ran = (os.path.exists(os.path.join(cell(c), "warmup.jsonl")) if t["arm"] == "gate"
                            else sched["warmup_steps"] == 50)
-                    check(len(ups) == 2 and g["loss_drop"] == drop and g["threshold"] == 0.2 and
+                    check(len(ups) == 2 and g["loss_drop"] == drop and g["threshold"] == threshold and
                           g["decision"] == ("ramp" if ramp else "none")
                           and ran == ramp, f"{c}: gate {g} vs the probe's drop {drop}, schedule {sched}")
+            check(decisions == {"ramp", "none"}, f"{name}: the gate's decisions at the smoke scale {decisions}")
             # --with: the kept csv alone gives the same tables as the cells it was written from.
             kept = os.path.join(out, "kept")
             os.makedirs(kept, exist_ok=True)
