@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 """The 2% probe as a gate (issue 37): no warm-up unless the probe says so, then a ramp.
 
-    python3 scripts/warmup_gate.py --grid ARMS.csv PROBE.csv UPDATES [--grid ...] [--arm auto]
+    python3 scripts/warmup_gate.py --grid ARMS.csv PROBE.csv UPDATES [VOCAB] [--grid ...] [--arm auto]
                                    [--fit-schemes post-ln,pre-ln,admin,t-fixup] [--md FILE]
 
 ARMS.csv is what scripts/warmup_auto.py keeps (docs/data/warmup_auto/synthetic-*.csv: every arm's
 final validation loss per configuration and seed), PROBE.csv what scripts/warmup_predictor.py
 keeps (the probe's quantities per seed: the first 2% of the w0 run), UPDATES the grid's planned
-updates. Nothing is trained: the gated arm of a seed is that seed's w0 result when its probe
+updates, VOCAB (optional) its vocabulary size. Nothing is trained: the gated arm of a seed is that seed's w0 result when its probe
 quantity is on the "no" side of the threshold, and ARM's result (the same seed, a fresh run from
 the same initialisation) when it is on the "yes" side. So the gate costs the probe's 2% only where
 it chooses the ramp (the probe is then thrown away and the run restarts with ARM).
@@ -19,7 +19,9 @@ most configurations within the margin are chosen:
   - per grid: fitted on the --fit-schemes, applied unchanged to the other schemes;
   - across grids (with several --grid): each grid left out in turn, the threshold fitted on every
     configuration of the others and applied to it, the quantity as measured ("plain") and
-    multiplied by the grid's planned updates ("x updates": a threshold that scales as 1/length).
+    multiplied by the grid's planned updates ("x updates": a threshold that scales as 1/length),
+    and where every grid gives VOCAB, divided by log VOCAB ("/ log V": a threshold in units of the
+    uniform model's loss, the initial loss of a model whose outputs start near uniform).
 The oracle gate (ARM exactly where the truth says warm-up is needed) and the cross-seed noise
 ceiling (warmup_auto.py's) bound what any gate can reach."""
 import argparse
@@ -35,9 +37,10 @@ from warmup_predictor import FEATURES  # noqa: E402
 
 
 class Grid:
-    def __init__(self, arms_csv, probe_csv, updates, arm):
+    def __init__(self, arms_csv, probe_csv, updates, vocab, arm):
         self.name = os.path.basename(arms_csv)
         self.updates = updates
+        self.vocab = vocab  # None: not given
         self.loss = {}  # (arm, scheme, lr, seed) -> final validation loss (inf: diverged)
         for r in read_kept(arms_csv):
             self.loss[(r["arm"], r["scheme"], r["lr"], r["seed"])] = (
@@ -93,12 +96,10 @@ def threshold_gate(grid, feature, threshold, above, scale=1.0):
     return gate
 
 
-def fit(parts, arm, feature, scaled=False):
+def fit(parts, arm, feature, scale=lambda g: 1.0):
     """The threshold (midway between two measured values) and side with the most configurations
-    within the margin over `parts`, a list of (grid, its configurations); with `scaled` each
-    quantity times its grid's planned updates. Ties keep the first (lowest threshold, 'above'
-    before 'below')."""
-    scale = lambda g: g.updates if scaled else 1.0
+    within the margin over `parts`, a list of (grid, its configurations); each quantity times
+    scale(its grid). Ties keep the first (lowest threshold, 'above' before 'below')."""
     values = sorted({g.probe[c + (k,)][feature] * scale(g) for g, configs in parts for c in configs for k in g.seeds[c]
                      if math.isfinite(g.probe[c + (k,)][feature])})
     best = None
@@ -148,22 +149,26 @@ def grid_tables(g, arm, fit_schemes):
 
 def transfer_table(grids, arm):
     """Leave one grid out: each quantity fitted on every configuration of the other grids, applied
-    unchanged to the one left out, as measured and times the planned updates."""
+    unchanged to the one left out, as measured, times the planned updates and (where every grid
+    gives its vocabulary) over log V."""
+    forms = [("plain", lambda g: 1.0), ("x updates", lambda g: g.updates)]
+    if all(g.vocab for g in grids):
+        forms.append(("/ log V", lambda g: 1.0 / math.log(g.vocab)))
     md = ["Across grids: fitted on every configuration of the other grids, applied unchanged to the one left out "
           f"({'; '.join(f'{g.name}: {g.updates} updates' for g in grids)})", "",
           "| quantity | form | " + " | ".join(f"{g.name} left out: threshold, fitted, there" for g in grids) + " |",
           "|---|---|" + "---|" * len(grids)]
     for f in FEATURES:
-        for form, scaled in (("plain", False), ("x updates", True)):
+        for form, scale in forms:
             cells = []
             for out in grids:
                 others = [(g, g.configs) for g in grids if g is not out]
-                best = fit(others, arm, f, scaled)
+                best = fit(others, arm, f, scale)
                 if best is None:
                     cells.append("")
                     continue
                 n, t, above = best
-                m = out.met(out.configs, arm, threshold_gate(out, f, t, above, out.updates if scaled else 1.0))[0]
+                m = out.met(out.configs, arm, threshold_gate(out, f, t, above, scale(out)))[0]
                 cells.append(f"{'>' if above else '<'} {t:.4g}, {n}/{sum(len(c) for _, c in others)}, "
                              f"{m}/{len(out.configs)}")
             md.append(f"| {f} | {form} | " + " | ".join(cells) + " |")
@@ -172,20 +177,27 @@ def transfer_table(grids, arm):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--grid", nargs=3, action="append", required=True, metavar=("ARMS.csv", "PROBE.csv", "UPDATES"))
+    p.add_argument("--grid", nargs="+", action="append", required=True,
+                   metavar="ARMS.csv PROBE.csv UPDATES [VOCAB]")
     p.add_argument("--arm", default="auto")
     p.add_argument("--fit-schemes", default="post-ln,pre-ln,admin,t-fixup")
     p.add_argument("--md")
     a = p.parse_args()
     grids = []
-    for arms_csv, probe_csv, updates in a.grid:
-        try:
-            n = int(updates)
-            if n <= 0:
-                raise ValueError
-        except ValueError:
-            sys.exit(f"warmup_gate.py: --grid {arms_csv} {probe_csv} {updates}: UPDATES must be a positive integer")
-        grids.append(Grid(arms_csv, probe_csv, n, a.arm))
+    for given in a.grid:
+        if len(given) not in (3, 4):
+            sys.exit(f"warmup_gate.py: --grid {' '.join(given)}: give ARMS.csv PROBE.csv UPDATES [VOCAB]")
+        arms_csv, probe_csv, *counts = given
+        sizes = []
+        for what, text in zip(("UPDATES", "VOCAB"), counts):
+            try:
+                n = int(text)
+                if n <= 1:
+                    raise ValueError
+            except ValueError:
+                sys.exit(f"warmup_gate.py: --grid {' '.join(given)}: {what} must be an integer above 1")
+            sizes.append(n)
+        grids.append(Grid(arms_csv, probe_csv, sizes[0], sizes[1] if len(sizes) > 1 else None, a.arm))
     md = []
     for g in grids:
         md += grid_tables(g, a.arm, set(a.fit_schemes.split(",")))

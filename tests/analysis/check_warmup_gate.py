@@ -15,9 +15,14 @@ Worked out by hand (margin max(0.02, 1%)):
   all four of the other: "> 0.55", 4/4 on either. "x updates": fitted at 100 updates "> 55" (4/4); at 200 updates the values double,
   so (a, 1)'s seeds 2-3 and all of (b, 1) go to auto: 2/4. Fitted at 200 updates "> 110" (4/4); at
   100 updates every seed of (a, 2) and (b, 2) is under it and stays on w0: 2/4.
+- "/ log V" (only where every grid gives VOCAB): the same grid at 100 updates with V 100 and with V
+  10,000 (log V twice as large: the scaled values halve): fitted on V 10,000 "> 0.55 / log 10,000"
+  = 0.05972, which on V 100 sends (a, 1)'s seeds 2-3 and (b, 1) to auto: 2/4; fitted on V 100
+  0.55 / log 100 = 0.1194, under which every seed of V 10,000 stays on w0: 2/4.
 With six seeds the truth is two thirds of them (4 of 6, as 2 of 3): a configuration whose w0 is worse
 (5.0 against w25's 3.0) in 3 of its 6 seeds does not need warm-up, one worse in 4 of 6 does.
-Then bad input: a missing arm row and a malformed UPDATES each end with one line naming it."""
+Then bad input: a missing arm row, a malformed UPDATES or VOCAB and a fifth value each end with one
+line naming it."""
 import argparse
 import os
 import subprocess
@@ -100,6 +105,12 @@ def main():
                                    "| loss_drop | x updates | > 110, 4/4, 2/4 | > 55, 4/4, 2/4 |"],
           f"across grids: {across}")
     check(open(os.path.join(a.workdir, "gate.md")).read() + "\n" == r.stdout, "--md holds what was printed")
+    check("/ log V" not in r.stdout, "no '/ log V' form unless every grid gives its vocabulary")
+    r = subprocess.run([sys.executable, script, "--grid", arms, probe, "100", "100", "--grid", arms, probe, "100",
+                        "10000", "--fit-schemes", "a"], capture_output=True, text=True)
+    across = [l for l in r.stdout.splitlines() if l.startswith("| loss_drop | / log V |")]
+    check(r.returncode == 0 and across == ["| loss_drop | / log V | > 0.05972, 4/4, 2/4 | > 0.1194, 4/4, 2/4 |"],
+          f"across vocabularies: {across} {r.stderr.strip()[-300:]}")
 
     six = os.path.join(a.workdir, "six")
     arms6, probe6 = write_six_seeds(six)
@@ -115,8 +126,14 @@ def main():
     check(r.returncode != 0 and r.stderr.strip() == f"warmup_gate.py: {arms_b}: no auto row for b lr 2 seed 3",
           f"a missing row named: {r.stderr.strip()}")
     r = subprocess.run([sys.executable, script, "--grid", arms, probe, "ten"], capture_output=True, text=True)
-    check(r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1 and "UPDATES must be a positive integer" in r.stderr,
+    check(r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1 and "UPDATES must be an integer above 1" in r.stderr,
           f"a bad UPDATES named: {r.stderr.strip()}")
+    r = subprocess.run([sys.executable, script, "--grid", arms, probe, "100", "1"], capture_output=True, text=True)
+    check(r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1 and "VOCAB must be an integer above 1" in r.stderr,
+          f"a bad VOCAB named: {r.stderr.strip()}")
+    r = subprocess.run([sys.executable, script, "--grid", arms, probe, "100", "500", "9"], capture_output=True, text=True)
+    check(r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1 and "ARMS.csv PROBE.csv UPDATES [VOCAB]" in r.stderr,
+          f"a fifth value named: {r.stderr.strip()}")
     print(f"{len(failures)} failure(s)")
     return 1 if failures else 0
 
