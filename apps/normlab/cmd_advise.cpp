@@ -1,5 +1,7 @@
 // `normlab advise`: does this configuration need warm-up at its target lr, and how much?
-// Measured at initialisation (docs/curvature.md, src/analysis/advise.h).
+// Measured at initialisation (docs/curvature.md, src/analysis/advise.h), or with --warmup-gate
+// from the first 2% of training (`train --warmup-gate-only`, docs/warmup.md).
+#include <algorithm>
 #include <optional>
 
 #include <nlohmann/json.hpp>
@@ -12,8 +14,23 @@
 
 namespace normlab::app {
 
+std::vector<std::string> advise_from_probe(int argc, char** argv) {
+  std::vector<std::string> args(argv, argv + argc);
+  size_t at = 1;  // the subcommand: the first word that is neither a global option nor its value
+  while (at < args.size() && args[at].rfind('-', 0) == 0)
+    at += (args[at] == "--threads" || args[at] == "--device") ? 2 : 1;
+  const auto gate = [](const std::string& a) { return a == "--warmup-gate" || a.rfind("--warmup-gate=", 0) == 0; };
+  if (at >= args.size() || args[at] != "advise" || std::none_of(args.begin() + at, args.end(), gate)) return args;
+  args[at] = "train";
+  if (std::find(args.begin() + at, args.end(), "--warmup-gate-only") == args.end()) args.push_back("--warmup-gate-only");
+  return args;
+}
+
 Runner add_advise_command(CLI::App& app, const GlobalOptions&) {
-  auto* cmd = app.add_subcommand("advise", "does this configuration need warm-up at its learning rate? (measured at initialisation)");
+  auto* cmd = app.add_subcommand("advise",
+                                 "does this configuration need warm-up at its learning rate? Measured at initialisation; "
+                                 "with --warmup-gate G and train's options instead, from the first 2% of training "
+                                 "(train --warmup-gate-only; docs/warmup.md)");
   struct Options {
     analysis::AdviseConfig config;
     ModelOptions model;

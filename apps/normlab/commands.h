@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -47,5 +48,10 @@ Runner add_lm_data_command(CLI::App& app, const GlobalOptions& global);
 Runner add_lm_tasks_command(CLI::App& app, const GlobalOptions& global);
 Runner add_eval_lm_command(CLI::App& app, const GlobalOptions& global);
 Runner add_generate_command(CLI::App& app, const GlobalOptions& global);
+
+// `normlab advise --warmup-gate G ...` stands for `normlab train ... --warmup-gate G
+// --warmup-gate-only` (issue 37 §1: the advice from the first 2% of training, given the run's
+// own options; docs/warmup.md). The arguments to parse: argv's, or the train command they stand for.
+std::vector<std::string> advise_from_probe(int argc, char** argv);
 
 }  // namespace normlab::app

@@ -4,6 +4,7 @@
 #include <exception>
 #include <iostream>
 #include <map>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 #include <c10/util/Exception.h>
@@ -84,8 +85,12 @@ int main(int argc, char** argv) {
   add(app::add_lm_tasks_command);
   app::refuse_empty_numbers(app);
 
+  auto args = app::advise_from_probe(argc, argv);
+  std::vector<char*> arg_ptrs;
+  for (auto& a : args) arg_ptrs.push_back(a.data());
+  arg_ptrs.push_back(nullptr);
   try {
-    app.parse(argc, argv);
+    app.parse(static_cast<int>(args.size()), arg_ptrs.data());
   } catch (const CLI::Success& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
@@ -96,7 +101,7 @@ int main(int argc, char** argv) {
   const std::string command = app.get_subcommands().front()->get_name();
   const int threads = default_threads(global.threads);
   if ((command == "train" || command == "finetune") && (threads == 0 ? core::available_cpus() : threads) > 1)
-    app::spin_less_when_busy(argv);
+    app::spin_less_when_busy(arg_ptrs.data());
   try {
     core::configure_memory();
     core::configure_threads(default_threads(global.threads));

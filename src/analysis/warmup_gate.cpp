@@ -173,8 +173,8 @@ std::string gate_advice(const train::TrainConfig& config) {
          (r.evidence.diverged ? ";" : r.ramp ? ", more than" : ", not more than") + " --warmup-gate " +
          core::format_number(s.warmup_gate) + ")\n" + "train with: " + (r.ramp ? warmup : "no warm-up") +
          "\nevidence: " + gate_file(config) + ", the probe's records " + probe_dir(config) +
-         "/metrics.jsonl\nnext: the same command without --warmup-gate-only trains " + config.out +
-         " with this decision, from the initialisation\n";
+         "/metrics.jsonl\nnext: normlab train with these options and --warmup-gate, without --warmup-gate-only, "
+         "trains " + config.out + " with this decision, from the initialisation\n";
 }
 
 }  // namespace normlab::analysis

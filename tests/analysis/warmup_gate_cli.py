@@ -11,7 +11,9 @@
 - `--warmup-gate-only` prints the decision ("warm-up: needed" / "not needed", the warm-up it would
   train with, the loss drop against G) and trains nothing (RUN_DIR holds gate.json and the probe
   only); the same command without it then trains with that decision, its updates equal to the
-  direct gated run's; --warmup-gate-only without --warmup-gate is refused in one line;
+  direct gated run's; `normlab advise --warmup-gate G` with the same training options prints the
+  same advice and writes the same gate.json and probe records; --warmup-gate-only without
+  --warmup-gate is refused in one line;
 - a different gate on a decided folder, a gate.json that is not JSON, a gate without a warm-up to
   gate, without --max-steps, with inverse-sqrt, and a negative one are refused in one line naming
   the file or option."""
@@ -104,6 +106,20 @@ def main():
         check(sorted(os.listdir(advice)) == ["gate.json", "probe"], f"{name}: trained: {sorted(os.listdir(advice))}")
         run(auto(advice, "--warmup-gate", g), f"{name}: the same command without --warmup-gate-only")
         check(updates(advice) == updates(reference), f"{name}: the run after the advice differs from the gated run's")
+        if needed:  # `normlab advise --warmup-gate G` with the training options: the same advice
+            by_advise = w(name + "-advise")
+            cmd = auto(by_advise, "--warmup-gate", g)
+            cmd[cmd.index("train")] = "advise"
+            ra = run(cmd, f"{name}: normlab advise --warmup-gate")
+            same = lambda d: (json.load(open(os.path.join(d, "gate.json"))),
+                              [x for x in jsonl(os.path.join(d, "probe", "metrics.jsonl")) if "grad_norm" in x])
+            timing = ("seconds", "wall_s", "tokens_per_s")
+            strip_walls = lambda t: ({k: v for k, v in t[0].items() if k not in timing},
+                                     [{k: v for k, v in x.items() if k not in timing} for x in t[1]])
+            check(ra.stdout.replace(by_advise, "RUN") == r.stdout.replace(advice, "RUN") and
+                  strip_walls(same(by_advise)) == strip_walls(same(advice)) and
+                  sorted(os.listdir(by_advise)) == ["gate.json", "probe"],
+                  f"{name}: advise --warmup-gate against train --warmup-gate-only: {ra.stdout} {r.stdout}")
     r = subprocess.run(auto(w("advice-bad"), "--warmup-gate-only"), capture_output=True, text=True)
     check(r.returncode != 0 and "--warmup-gate-only needs --warmup-gate" in r.stderr and
           len(r.stderr.strip().splitlines()) == 1, f"--warmup-gate-only alone: rc {r.returncode}: {r.stderr[-300:]}")
