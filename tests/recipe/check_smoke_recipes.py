@@ -478,10 +478,10 @@ def main():
                     want = min(1.0, 38 / (first["preconditioned_lambda_max"] * float(t["lr"])))
                     check(close(first["factor"], want, 1e-12), f"{c}: start factor {first['factor']} vs {want}")
                 if t["arm"] in ("gate", "gatew25"):
-                    decisions.add(json.load(open(os.path.join(cell(c), "gate.json")))["decision"])
                     # The decision from the probe's own records (ramp iff the drop exceeds G), and the
                     # run as decided: auto's ramp (a warmup.jsonl) or w25's 50 updates, or none.
                     g = json.load(open(os.path.join(cell(c), "gate.json")))
+                    decisions.add(g["decision"])
                     ups = [json.loads(l) for l in open(os.path.join(cell(c), "probe", "metrics.jsonl"))]
                     ups = [x for x in ups if "grad_norm" in x]
                     drop = ups[0]["loss"] - ups[-1]["loss"]
