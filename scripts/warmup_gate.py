@@ -23,7 +23,13 @@ most configurations within the margin are chosen:
     and where every grid gives VOCAB, divided by log VOCAB ("/ log V": a threshold in units of the
     uniform model's loss, the initial loss of a model whose outputs start near uniform).
 The oracle gate (ARM exactly where the truth says warm-up is needed) and the cross-seed noise
-ceiling (warmup_auto.py's) bound what any gate can reach."""
+ceiling (warmup_auto.py's) bound what any gate can reach.
+
+With several --grid, the predictor of issue 37 §1 is also scored across grids: each grid left out,
+each quantity (per configuration, its median over the seeds, as scripts/warmup_predictor.py) given
+the threshold and side with the most right answers on every configuration of the other grids, its
+confusion table on the grid left out, and the sums over the grids left out (recall and precision
+on configurations no threshold was fitted on)."""
 import argparse
 import math
 import statistics
@@ -33,7 +39,8 @@ import os
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from atomic_write import write_text  # noqa: E402
 from warmup_auto import FIXED, cross_seed_oracle, needs_warmup, read_kept, worse  # noqa: E402
-from warmup_predictor import FEATURES  # noqa: E402
+from warmup_predictor import FEATURES, confusion, rate  # noqa: E402
+from warmup_predictor import fit as fit_predictor  # noqa: E402
 
 
 class Grid:
@@ -151,9 +158,7 @@ def transfer_table(grids, arm):
     """Leave one grid out: each quantity fitted on every configuration of the other grids, applied
     unchanged to the one left out, as measured, times the planned updates and (where every grid
     gives its vocabulary) over log V."""
-    forms = [("plain", lambda g: 1.0), ("x updates", lambda g: g.updates)]
-    if all(g.vocab for g in grids):
-        forms.append(("/ log V", lambda g: 1.0 / math.log(g.vocab)))
+    forms = scale_forms(grids)
     md = ["Across grids: fitted on every configuration of the other grids, applied unchanged to the one left out "
           f"({'; '.join(f'{g.name}: {g.updates} updates' for g in grids)})", "",
           "| quantity | form | " + " | ".join(f"{g.name} left out: threshold, fitted, there" for g in grids) + " |",
@@ -172,6 +177,47 @@ def transfer_table(grids, arm):
                 cells.append(f"{'>' if above else '<'} {t:.4g}, {n}/{sum(len(c) for _, c in others)}, "
                              f"{m}/{len(out.configs)}")
             md.append(f"| {f} | {form} | " + " | ".join(cells) + " |")
+    return md + [""]
+
+
+def scale_forms(grids):
+    """The forms a threshold is carried across grids in: as measured, times the planned updates, and
+    (where every grid gives its vocabulary) over log V."""
+    forms = [("plain", lambda g: 1.0), ("x updates", lambda g: g.updates)]
+    if all(g.vocab for g in grids):
+        forms.append(("/ log V", lambda g: 1.0 / math.log(g.vocab)))
+    return forms
+
+
+def prediction_table(grids):
+    """Issue 37 §1's predictor, each grid left out: the configuration's median quantity over its
+    seeds (times the form's scale) against the truth, the threshold fitted on the other grids."""
+    keys = [(i, c) for i, g in enumerate(grids) for c in g.configs]
+    truth = {(i, c): grids[i].needs(c) for i, c in keys}
+    md = ["Predicting the need for warm-up across grids (issue 37 §1): each grid left out, the threshold with the most "
+          "right answers on the configurations of the others (median over seeds), its confusion table there "
+          "(TP, FP, FN, TN; positive: needs warm-up); "
+          f"{sum(truth.values())} of {len(keys)} configurations need warm-up", "",
+          "| quantity | form | held out, summed: TP, FP, FN, TN | recall | precision | " +
+          " | ".join(f"{g.name} left out" for g in grids) + " |",
+          "|---|---|---|---|---|" + "---|" * len(grids)]
+    for f in FEATURES:
+        for form, scale in scale_forms(grids):
+            values = {(i, c): statistics.median(grids[i].probe[c + (k,)][f] for k in grids[i].seeds[c]) * scale(grids[i])
+                      for i, c in keys}
+            total, cells = [0, 0, 0, 0], []
+            for out in range(len(grids)):
+                best = fit_predictor([key for key in keys if key[0] != out], values, truth)
+                if best is None:
+                    cells.append("")
+                    continue
+                _, t, above = best
+                counts = confusion([key for key in keys if key[0] == out], values, truth, t, above)
+                total = [x + y for x, y in zip(total, counts)]
+                cells.append(f"{'>' if above else '<'} {t:.4g}: {', '.join(map(str, counts))}")
+            tp, fp, fn, tn = total
+            md.append(f"| {f} | {form} | {tp}, {fp}, {fn}, {tn} | {rate(tp, tp + fn)} | {rate(tp, tp + fp)} | " +
+                      " | ".join(cells) + " |")
     return md + [""]
 
 
@@ -202,7 +248,7 @@ def main():
     for g in grids:
         md += grid_tables(g, a.arm, set(a.fit_schemes.split(",")))
     if len(grids) > 1:
-        md += transfer_table(grids, a.arm)
+        md += transfer_table(grids, a.arm) + prediction_table(grids)
     text = "\n".join(md)
     if a.md:
         write_text(a.md, text)

@@ -19,6 +19,12 @@ Worked out by hand (margin max(0.02, 1%)):
   10,000 (log V twice as large: the scaled values halve): fitted on V 10,000 "> 0.55 / log 10,000"
   = 0.05972, which on V 100 sends (a, 1)'s seeds 2-3 and (b, 1) to auto: 2/4; fitted on V 100
   0.55 / log 100 = 0.1194, under which every seed of V 10,000 stays on w0: 2/4.
+- the predictor across grids (per configuration the median drop: (a, 1) 0.3, (a, 2) 0.9, (b, 1)
+  0.5, (b, 2) 0.7; lr 2 needs warm-up): plain, fitted on the other grid "> 0.6" (4 of 4 right;
+  0.4 gets 3), TP 2, FP 0, FN 0, TN 2 on either grid left out: summed 4, 0, 0, 4. "x updates":
+  fitted at 200 updates (60, 100, 140, 180) "> 120", at 100 updates (30, 50, 70, 90) nothing
+  exceeds it: 0, 0, 2, 2; fitted at 100 updates "> 60", at 200 updates (a, 1)'s 60 is not above,
+  (b, 1)'s 100 is: 2, 1, 0, 1; summed 2, 1, 2, 3: recall 2/4, precision 2/3.
 With six seeds the truth is two thirds of them (4 of 6, as 2 of 3): a configuration whose w0 is worse
 (5.0 against w25's 3.0) in 3 of its 6 seeds does not need warm-up, one worse in 4 of 6 does.
 Then bad input: a missing arm row, a malformed UPDATES or VOCAB and a fifth value each end with one
@@ -100,15 +106,19 @@ def main():
           f"loss drop fitted on a at 0.6, held out 1 of 2: {row('loss_drop')[:1]}")
     check(not row("grad_ratio") or all("plain" in l or "x updates" in l for l in row("grad_ratio")),
           "a constant quantity gets no fitted row in the per-grid table")
-    across = [l for l in row("loss_drop") if "plain" in l or "x updates" in l]
+    across = [l for l in row("loss_drop") if ("plain" in l or "x updates" in l) and "/4, " in l]
     check(across == ["| loss_drop | plain | > 0.55, 4/4, 4/4 | > 0.55, 4/4, 4/4 |",
                                    "| loss_drop | x updates | > 110, 4/4, 2/4 | > 55, 4/4, 2/4 |"],
           f"across grids: {across}")
+    predicted = row("loss_drop")[-2:]
+    check(predicted == ["| loss_drop | plain | 4, 0, 0, 4 | 4/4 = 1.00 | 4/4 = 1.00 | > 0.6: 2, 0, 0, 2 | > 0.6: 2, 0, 0, 2 |",
+                        "| loss_drop | x updates | 2, 1, 2, 3 | 2/4 = 0.50 | 2/3 = 0.67 | > 120: 0, 0, 2, 2 | > 60: 2, 1, 0, 1 |"],
+          f"the predictor across grids: {predicted}")
     check(open(os.path.join(a.workdir, "gate.md")).read() + "\n" == r.stdout, "--md holds what was printed")
     check("/ log V" not in r.stdout, "no '/ log V' form unless every grid gives its vocabulary")
     r = subprocess.run([sys.executable, script, "--grid", arms, probe, "100", "100", "--grid", arms, probe, "100",
                         "10000", "--fit-schemes", "a"], capture_output=True, text=True)
-    across = [l for l in r.stdout.splitlines() if l.startswith("| loss_drop | / log V |")]
+    across = [l for l in r.stdout.splitlines() if l.startswith("| loss_drop | / log V |") and "/4, " in l]
     check(r.returncode == 0 and across == ["| loss_drop | / log V | > 0.05972, 4/4, 2/4 | > 0.1194, 4/4, 2/4 |"],
           f"across vocabularies: {across} {r.stderr.strip()[-300:]}")
 
