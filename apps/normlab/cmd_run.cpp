@@ -38,6 +38,10 @@ Runner add_run_command(CLI::App& app, const GlobalOptions& global) {
                   "left out; a grid key: its values, V1,V2,...); CELLS a glob over cell names, else every cell "
                   "with --KEY (docs/recipes.md#overrides)")
       ->allow_extra_args(false);
+  cmd->add_option("--cells", r.only,
+                  "GLOB, repeatable: run only the cells whose name matches one (* ?; quote it), e.g. 'w0_*'; "
+                  "with --shard, of the shard's cells")
+      ->allow_extra_args(false);
   cmd->add_flag("--retry-failed", r.retry_failed, "run failed cells again (finished ones are skipped)");
   cmd->add_flag("--dry-run", r.dry_run, "print every cell's name and command line; run and write nothing");
   const std::string parallel = "Parallel cells (docs/recipes.md#parallel-cells)";

@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <fnmatch.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -545,10 +546,28 @@ void print_summary(const std::vector<CellResult>& results, const std::string& ou
   }
 }
 
+// Whether --cells' globs (none: every cell) select the cell `name`.
+bool selected(const std::vector<std::string>& globs, const std::string& name) {
+  return globs.empty() || std::any_of(globs.begin(), globs.end(), [&](const std::string& g) {
+           return ::fnmatch(g.c_str(), name.c_str(), 0) == 0;
+         });
+}
+
+// Every --cells glob must select a cell of the recipe (a typo would silently run nothing).
+void check_globs(const Recipe& recipe, const std::vector<std::string>& globs) {
+  std::vector<std::string> problems;
+  for (const auto& g : globs)
+    if (std::none_of(recipe.cells.begin(), recipe.cells.end(),
+                     [&](const Cell& c) { return selected({g}, c.name); }))
+      problems.push_back("--cells '" + g + "' matches no cell of " + recipe.path);
+  core::throw_if_problems(problems);
+}
+
 }  // namespace
 
 std::vector<CellResult> run_recipe(const Recipe& recipe, const RunOptions& o, const OptionChecker& check) {
   check_cells(recipe, o, check);
+  check_globs(recipe, o.only);
   const std::string out = absolute(o.out);
   const Values placeholders = data_placeholders(recipe, o);
   std::vector<std::vector<std::string>> argvs;
@@ -557,7 +576,8 @@ std::vector<CellResult> run_recipe(const Recipe& recipe, const RunOptions& o, co
                                    check(cell.command, "out").empty()));
   std::vector<size_t> pending;  // this runner's share, in recipe order
   for (size_t i = 0; i < recipe.cells.size(); ++i)
-    if (static_cast<int>(i % o.shard.count) == o.shard.index - 1) pending.push_back(i);
+    if (static_cast<int>(i % o.shard.count) == o.shard.index - 1 && selected(o.only, recipe.cells[i].name))
+      pending.push_back(i);
   if (o.dry_run) {
     for (size_t i : pending) std::cout << recipe.cells[i].name << "\t" << join_args(argvs[i]) << "\n";
     return {};

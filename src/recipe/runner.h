@@ -45,6 +45,8 @@ struct RunOptions {
   int jobs = 1;                    // cells run at once
   int threads = 0;                 // the runner's CPU threads, divided between its jobs (0: available CPUs)
   Shard shard;                     // this runner's share of the cells (default: all)
+  std::vector<std::string> only;   // --cells: globs (* ?) over cell names; the runner takes the cells
+                                   // that match one (empty: every cell), within its shard
   std::vector<std::string> cell_globals;  // appended to every cell's command (--device)
   std::string executable = "/proc/self/exe";
 };
@@ -57,7 +59,8 @@ using OptionChecker = std::function<std::string(const std::string& command, cons
 // line, first (every problem at once, std::invalid_argument), then runs this shard's unfinished
 // cells, up to `jobs` at once, each with --threads max(1, threads / min(jobs, cells)) unless the
 // recipe sets the cell's threads (with dry_run: prints "NAME<TAB>COMMAND LINE" per cell of the
-// shard on stdout and returns no results). A cell that names another cell's folder ({cells}/X)
+// shard on stdout and returns no results). With `only`, of those cells just the ones whose name
+// matches a glob (a glob that matches no cell of the recipe: std::invalid_argument naming --cells). A cell that names another cell's folder ({cells}/X)
 // waits for X. A failing or diverging cell is recorded and the others run; a cell that another
 // runner holds, or that waits for a cell nobody is running, is skipped (not a failure).
 // Returns the result of every cell of the recipe as found in DIR at the end, in recipe order,

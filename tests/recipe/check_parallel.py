@@ -15,7 +15,9 @@ on) and an `evaluate` cell that reads the second cell's checkpoint, so that it m
    summary.csv has "not run" rows for the others and `normlab report` still reads the cells that
    ran. Then --shard 2/2 while this test holds one of its cells' lock (DIR/locks/NAME/.lock): that
    cell is skipped with a line saying so, the other runs, exit 0.
-4. --dry-run --shard 2/2 lists exactly the shard's cells.
+4. --dry-run --shard 2/2 lists exactly the shard's cells; --cells GLOB (repeatable) the cells whose
+   name matches one, with --shard of the shard's; a run with --cells runs just those (the others
+   "not run" in summary.csv); a glob that matches no cell is refused in one line naming it.
 5. A `ranks = 2` cell (two processes with torchrun's environment, docs/distributed.md) against a
    1-rank cell with update-freq 2 over the same batches, dropout 0, one thread per process (the
    runner gives each of the 2 ranks half of --threads 2): parameters and optimiser
@@ -186,6 +188,22 @@ def main():
     r = subprocess.run(run(w("dry"), "--shard", "2/2", "--dry-run"), capture_output=True, text=True)
     check(r.returncode == 0 and [l.split("\t")[0] for l in r.stdout.splitlines()] == [CELLS[1], CELLS[3]],
           f"--dry-run --shard 2/2: {r.stdout!r} {r.stderr!r}")
+
+    # 4b. --cells
+    names = lambda r: [l.split("\t")[0] for l in r.stdout.splitlines()]
+    r = subprocess.run(run(w("dry"), "--cells", "a_lr=0.00[13]", "--cells", "ev*", "--dry-run"),
+                       capture_output=True, text=True)
+    check(r.returncode == 0 and names(r) == [CELLS[0], CELLS[2], "eval"], f"--cells, two globs: {r.stdout!r} {r.stderr!r}")
+    r = subprocess.run(run(w("dry"), "--cells", "a_*", "--shard", "2/2", "--dry-run"), capture_output=True, text=True)
+    check(r.returncode == 0 and names(r) == [CELLS[1], CELLS[3]], f"--cells with --shard 2/2: {r.stdout!r} {r.stderr!r}")
+    only = w("only")
+    r = subprocess.run(run(only, "--cells", "a_lr=0.005", "--threads", "1"), capture_output=True, text=True, timeout=300)
+    check(r.returncode == 0 and ran(r.stderr) == {CELLS[3]} and
+          summary(only) == [(n, "ok" if n == CELLS[3] else "not run") for n in CELLS],
+          f"a run with --cells: {r.stderr[-1500:]} {summary(only) if r.returncode == 0 else ''}")
+    r = subprocess.run(run(w("dry"), "--cells", "b_*", "--dry-run"), capture_output=True, text=True)
+    check(r.returncode != 0 and r.stdout == "" and len(r.stderr.strip().splitlines()) == 1 and
+          "--cells 'b_*' matches no cell of" in r.stderr, f"--cells matching nothing: {r.stderr!r}")
 
     # 5. ranks = 2 against update-freq 2
     ranked = w("ranks")
