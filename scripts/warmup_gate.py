@@ -2,7 +2,7 @@
 """The 2% probe as a gate (issue 37): no warm-up unless the probe says so, then a ramp.
 
     python3 scripts/warmup_gate.py --grid ARMS.csv PROBE.csv UPDATES [VOCAB] [--grid ...] [--arm auto]
-                                   [--fit-schemes post-ln,pre-ln,admin,t-fixup] [--md FILE]
+                                   [--fit-schemes post-ln,pre-ln,admin,t-fixup] [--threshold G] [--md FILE]
 
 ARMS.csv is what scripts/warmup_auto.py keeps (docs/data/warmup_auto/synthetic-*.csv: every arm's
 final validation loss per configuration and seed), PROBE.csv what scripts/warmup_predictor.py
@@ -22,6 +22,8 @@ most configurations within the margin are chosen:
     multiplied by the grid's planned updates ("x updates": a threshold that scales as 1/length),
     and where every grid gives VOCAB, divided by log VOCAB ("/ log V": a threshold in units of the
     uniform model's loss, the initial loss of a model whose outputs start near uniform).
+--threshold G adds the gate "loss drop > G" as given (a G fitted elsewhere, e.g. the recipe's
+0.646) to each grid's table, and as a predictor: its confusion table per grid.
 The oracle gate (ARM exactly where the truth says warm-up is needed) and the cross-seed noise
 ceiling (warmup_auto.py's) bound what any gate can reach.
 
@@ -123,7 +125,7 @@ def frac(t):
     return f"{t[1]}/{t[0]}"
 
 
-def grid_tables(g, arm, fit_schemes):
+def grid_tables(g, arm, fit_schemes, given=None):
     fitted = [c for c in g.configs if c[0] in fit_schemes]
     held = [c for c in g.configs if c[0] not in fit_schemes]
     n_needs = sum(g.needs(c) for c in g.configs)
@@ -136,7 +138,10 @@ def grid_tables(g, arm, fit_schemes):
           "",
           "| gate | threshold | fitted: all | held out: all / needs / needs none | every configuration: all / needs / needs none |",
           "|---|---|---:|---|---|"]
-    for name, gate in (("never (w0)", never), (f"always ({arm})", always), ("oracle (the truth)", oracle)):
+    named = [("never (w0)", never), (f"always ({arm})", always), ("oracle (the truth)", oracle)]
+    if given is not None:
+        named.append((f"loss_drop > {given:g} (given)", threshold_gate(g, "loss_drop", given, True)))
+    for name, gate in named:
         h, a = g.met(held, arm, gate), g.met(g.configs, arm, gate)
         md.append(f"| {name} | | {g.met(fitted, arm, gate)[0]}/{len(fitted)} | {h[0]}/{len(held)} / {h[1]} / {h[2]} | "
                   f"{a[0]}/{len(g.configs)} / {a[1]} / {a[2]} |")
@@ -221,12 +226,32 @@ def prediction_table(grids):
     return md + [""]
 
 
+def given_table(grids, given):
+    """The gate --threshold G (loss drop > G) as issue 37 §1's predictor, nothing fitted: a
+    configuration is predicted to need warm-up when its median drop over the seeds exceeds G."""
+    md = [f"The given gate (loss drop > {given:g}, fitted on none of these grids) as a predictor: TP, FP, FN, TN "
+          "(positive: needs warm-up; predicted: the median drop over the seeds above G)", "",
+          "| grid | TP, FP, FN, TN | recall | precision |", "|---|---|---|---|"]
+    total = [0, 0, 0, 0]
+    for g in grids:
+        values = {c: statistics.median(g.probe[c + (k,)]["loss_drop"] for k in g.seeds[c]) for c in g.configs}
+        counts = confusion(g.configs, values, {c: g.needs(c) for c in g.configs}, given, True)
+        total = [x + y for x, y in zip(total, counts)]
+        md.append(f"| {g.name} | {', '.join(map(str, counts))} | {rate(counts[0], counts[0] + counts[2])} | "
+                  f"{rate(counts[0], counts[0] + counts[1])} |")
+    tp, fp, fn, tn = total
+    md.append(f"| all | {tp}, {fp}, {fn}, {tn} | {rate(tp, tp + fn)} | {rate(tp, tp + fp)} |")
+    return md + [""]
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--grid", nargs="+", action="append", required=True,
                    metavar="ARMS.csv PROBE.csv UPDATES [VOCAB]")
     p.add_argument("--arm", default="auto")
     p.add_argument("--fit-schemes", default="post-ln,pre-ln,admin,t-fixup")
+    p.add_argument("--threshold", type=float, metavar="G",
+                   help="also score the gate 'loss drop > G' as given (fitted on nothing here)")
     p.add_argument("--md")
     a = p.parse_args()
     grids = []
@@ -246,7 +271,9 @@ def main():
         grids.append(Grid(arms_csv, probe_csv, sizes[0], sizes[1] if len(sizes) > 1 else None, a.arm))
     md = []
     for g in grids:
-        md += grid_tables(g, a.arm, set(a.fit_schemes.split(",")))
+        md += grid_tables(g, a.arm, set(a.fit_schemes.split(",")), a.threshold)
+    if a.threshold is not None:
+        md += given_table(grids, a.threshold)
     if len(grids) > 1:
         md += transfer_table(grids, a.arm) + prediction_table(grids)
     text = "\n".join(md)

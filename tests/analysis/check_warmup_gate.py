@@ -25,6 +25,9 @@ Worked out by hand (margin max(0.02, 1%)):
   fitted at 200 updates (60, 100, 140, 180) "> 120", at 100 updates (30, 50, 70, 90) nothing
   exceeds it: 0, 0, 2, 2; fitted at 100 updates "> 60", at 200 updates (a, 1)'s 60 is not above,
   (b, 1)'s 100 is: 2, 1, 0, 1; summed 2, 1, 2, 3: recall 2/4, precision 2/3.
+- --threshold 0.75 (given): (a, 1) and (b, 1) stay on w0, (a, 2) goes to auto, (b, 2) (0.6-0.7)
+  stays on w0 (5.0 against 3.0): fitted 2/2, held out 1/2 / 0 / 1, all 3/4 / 1 / 2; as a
+  predictor (median above 0.75: (a, 2) only) 1, 0, 1, 2 on each grid, 2, 0, 2, 4 summed.
 With six seeds the truth is two thirds of them (4 of 6, as 2 of 3): a configuration whose w0 is worse
 (5.0 against w25's 3.0) in 3 of its 6 seeds does not need warm-up, one worse in 4 of 6 does.
 Then bad input: a missing arm row, a malformed UPDATES or VOCAB and a fifth value each end with one
@@ -95,7 +98,7 @@ def main():
     script = os.path.join(a.scripts, "warmup_gate.py")
     arms, probe = write_grid(a.workdir)
     r = subprocess.run([sys.executable, script, "--grid", arms, probe, "100", "--grid", arms, probe, "200",
-                        "--fit-schemes", "a", "--md", os.path.join(a.workdir, "gate.md")], capture_output=True, text=True)
+                        "--fit-schemes", "a", "--threshold", "0.75", "--md", os.path.join(a.workdir, "gate.md")], capture_output=True, text=True)
     check(r.returncode == 0, f"runs (exit {r.returncode}: {r.stderr.strip()[-300:]})")
     lines = r.stdout.splitlines()
     row = lambda first: [l for l in lines if l.startswith(f"| {first} |")]
@@ -110,6 +113,10 @@ def main():
     check(across == ["| loss_drop | plain | > 0.55, 4/4, 4/4 | > 0.55, 4/4, 4/4 |",
                                    "| loss_drop | x updates | > 110, 4/4, 2/4 | > 55, 4/4, 2/4 |"],
           f"across grids: {across}")
+    check(row("loss_drop > 0.75 (given)") == ["| loss_drop > 0.75 (given) | | 2/2 | 1/2 / 0 / 1 | 3/4 / 1 / 2 |"] * 2,
+          f"the given gate on each grid: {row('loss_drop > 0.75 (given)')}")
+    check(row("arms.csv") == ["| arms.csv | 1, 0, 1, 2 | 1/2 = 0.50 | 1/1 = 1.00 |"] * 2 and
+          row("all") == ["| all | 2, 0, 2, 4 | 2/4 = 0.50 | 2/2 = 1.00 |"], f"the given gate as a predictor: {row('all')}")
     predicted = row("loss_drop")[-2:]
     check(predicted == ["| loss_drop | plain | 4, 0, 0, 4 | 4/4 = 1.00 | 4/4 = 1.00 | > 0.6: 2, 0, 0, 2 | > 0.6: 2, 0, 0, 2 |",
                         "| loss_drop | x updates | 2, 1, 2, 3 | 2/4 = 0.50 | 2/3 = 0.67 | > 120: 0, 0, 2, 2 | > 60: 2, 1, 0, 1 |"],
