@@ -76,10 +76,13 @@ class Grid:
     def mean(self, c, pick):
         return statistics.fmean(pick(k) for k in self.seeds[c])
 
+    def worse_seeds(self, c):
+        """In how many seeds w0 ends worse than the best of w1..w25."""
+        return sum(worse(self.loss[("w0",) + c + (k,)], min(self.loss[(x,) + c + (k,)] for x in FIXED[1:]))
+                   for k in self.seeds[c])
+
     def needs(self, c):
-        n = sum(worse(self.loss[("w0",) + c + (k,)], min(self.loss[(x,) + c + (k,)] for x in FIXED[1:]))
-                for k in self.seeds[c])
-        return needs_warmup(n, len(self.seeds[c]))
+        return needs_warmup(self.worse_seeds(c), len(self.seeds[c]))
 
     def met(self, configs, arm, gate):
         """(configurations within the margin, of them needing warm-up, of them needing none)."""

@@ -30,6 +30,8 @@ Worked out by hand (margin max(0.02, 1%)):
   predictor (median above 0.75: (a, 2) only) 1, 0, 1, 2 on each grid, 2, 0, 2, 4 summed.
 With six seeds the truth is two thirds of them (4 of 6, as 2 of 3): a configuration whose w0 is worse
 (5.0 against w25's 3.0) in 3 of its 6 seeds does not need warm-up, one worse in 4 of 6 does.
+scripts/warmup_depth.py on that six-seed grid: all six seeds, lr 1 no (3/6), lr 2 yes (4/6); seeds
+1-3 only (--seeds 3), both yes (3/3); the drop 1.0 everywhere.
 Then bad input: a missing arm row, a malformed UPDATES or VOCAB and a fifth value each end with one
 line naming it."""
 import argparse
@@ -135,6 +137,20 @@ def main():
                        capture_output=True, text=True)
     check(r.returncode == 0 and "(100 updates; 2 configurations, 1 need warm-up;" in r.stdout,
           f"six seeds: 4 of 6 worse needs warm-up, 3 of 6 does not: {r.stdout.splitlines()[:1]} {r.stderr.strip()}")
+
+    depth = os.path.join(a.scripts, "warmup_depth.py")
+    r = subprocess.run([sys.executable, depth, f"six={arms6}:{probe6}", f"three={arms6}:{probe6}", "--seeds", "6"],
+                       capture_output=True, text=True)
+    rows6 = [l for l in r.stdout.splitlines() if l.startswith("| a |") or l.startswith("| all |")]
+    check(rows6 == ["| a | 1 | no (3/6), 1.00 | no (3/6), 1.00 |", "| a | 2 | **yes** (4/6), 1.00 | **yes** (4/6), 1.00 |",
+                    "| all | | 1 of 2 | 1 of 2 |"], f"warmup_depth.py, six seeds: {rows6} {r.stderr.strip()}")
+    r = subprocess.run([sys.executable, depth, f"six={arms6}:{probe6}"], capture_output=True, text=True)
+    rows3 = [l for l in r.stdout.splitlines() if l.startswith("| a |")]
+    check(rows3 == ["| a | 1 | **yes** (3/3), 1.00 |", "| a | 2 | **yes** (3/3), 1.00 |"],
+          f"warmup_depth.py, seeds 1-3: {rows3} {r.stderr.strip()}")
+    r = subprocess.run([sys.executable, depth, f"six={arms6}"], capture_output=True, text=True)
+    check(r.returncode != 0 and r.stderr.strip() == f"warmup_depth.py: six={arms6}: give LABEL=ARMS.csv:PROBE.csv",
+          f"warmup_depth.py, a bad grid named: {r.stderr.strip()}")
 
     bad = os.path.join(a.workdir, "bad")
     os.makedirs(bad, exist_ok=True)
