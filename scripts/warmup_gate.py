@@ -111,16 +111,38 @@ def threshold_gate(grid, feature, threshold, above, scale=1.0):
 def fit(parts, arm, feature, scale=lambda g: 1.0):
     """The threshold (midway between two measured values) and side with the most configurations
     within the margin over `parts`, a list of (grid, its configurations); each quantity times
-    scale(its grid). Ties keep the first (lowest threshold, 'above' before 'below')."""
+    scale(its grid). Ties keep the first (lowest threshold, 'above' before 'below').
+
+    A configuration's verdict changes only where the threshold crosses one of its own seeds'
+    values, so each configuration is scored once per stretch between them and the stretches are
+    summed over every threshold by their starts (a sweep, instead of scoring every configuration
+    at every threshold)."""
     values = sorted({g.probe[c + (k,)][feature] * scale(g) for g, configs in parts for c in configs for k in g.seeds[c]
                      if math.isfinite(g.probe[c + (k,)][feature])})
+    if len(values) < 2:
+        return None
+    position = {v: i for i, v in enumerate(values)}
+    count = {True: [0] * (len(values) - 1), False: [0] * (len(values) - 1)}  # changes, by threshold index
+    for g, configs in parts:
+        for c in configs:
+            v = {k: g.probe[c + (k,)][feature] * scale(g) for k in g.seeds[c]}
+            own = sorted({x for x in v.values() if math.isfinite(x)})
+            # one threshold inside each stretch: below all of own, between neighbours, above all
+            inside = [own[0] - 1, *((a + b) / 2 for a, b in zip(own, own[1:])), own[-1] + 1] if own else [0.0]
+            for above in (True, False):
+                met = [g.met([c], arm, lambda _, k, t=t: v[k] > t if above else v[k] < t)[0] for t in inside]
+                changes = count[above]
+                changes[0] += met[0]
+                for j, u in enumerate(own):
+                    if position[u] < len(changes):  # thresholds from index position[u] on lie above u
+                        changes[position[u]] += met[j + 1] - met[j]
     best = None
-    for lo, hi in zip(values, values[1:]):
+    n = {True: 0, False: 0}
+    for i, (lo, hi) in enumerate(zip(values, values[1:])):
         for above in (True, False):
-            t = (lo + hi) / 2
-            n = sum(g.met(configs, arm, threshold_gate(g, feature, t, above, scale(g)))[0] for g, configs in parts)
-            if best is None or n > best[0]:
-                best = (n, t, above)
+            n[above] += count[above][i]
+            if best is None or n[above] > best[0]:
+                best = (n[above], (lo + hi) / 2, above)
     return best
 
 
