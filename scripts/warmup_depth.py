@@ -10,7 +10,6 @@ kept as scripts/warmup_auto.py and scripts/warmup_predictor.py write them
 three-seed ones), in how many seeds w0 was worse, and the probe's median loss drop."""
 import argparse
 import os
-import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -30,7 +29,7 @@ def main():
         arms, _, probe = files.partition(":")
         if not label or not arms or not probe:
             sys.exit(f"warmup_depth.py: {spec}: give LABEL=ARMS.csv:PROBE.csv")
-        g = Grid(arms, probe, 2, None, "w0")
+        g = Grid(arms, probe, 2, None, "w0")  # its planned updates and vocabulary are not used here
         g.seeds = {c: [k for k in ks if k <= a.seeds] for c, ks in g.seeds.items()}
         if any(len(ks) < a.seeds for ks in g.seeds.values()):
             sys.exit(f"warmup_depth.py: {arms}: fewer than {a.seeds} seeds in a configuration")
@@ -42,7 +41,7 @@ def main():
         cells = []
         for _, g in grids:
             worse = g.worse_seeds(c)
-            drop = statistics.median(g.probe[c + (k,)]["loss_drop"] for k in g.seeds[c])
+            drop = g.median(c, "loss_drop")
             cells.append(f"{'**yes**' if g.needs(c) else 'no'} ({worse}/{len(g.seeds[c])}), {drop:.2f}")
         md.append(f"| {c[0]} | {c[1]:g} | " + " | ".join(cells) + " |")
     md.append("| all | | " + " | ".join(f"{sum(g.needs(c) for c in configs)} of {len(configs)}" for _, g in grids) + " |")

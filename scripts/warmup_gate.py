@@ -76,6 +76,11 @@ class Grid:
     def mean(self, c, pick):
         return statistics.fmean(pick(k) for k in self.seeds[c])
 
+    def median(self, c, feature):
+        """The probe quantity's median over the configuration's seeds (scripts/warmup_predictor.py's
+        per-configuration value)."""
+        return statistics.median(self.probe[c + (k,)][feature] for k in self.seeds[c])
+
     def worse_seeds(self, c):
         """In how many seeds w0 ends worse than the best of w1..w25."""
         return sum(worse(self.loss[("w0",) + c + (k,)], min(self.loss[(x,) + c + (k,)] for x in FIXED[1:]))
@@ -233,8 +238,7 @@ def prediction_table(grids):
           "|---|---|---|---|---|" + "---|" * len(grids)]
     for f in FEATURES:
         for form, scale in scale_forms(grids):
-            values = {(i, c): statistics.median(grids[i].probe[c + (k,)][f] for k in grids[i].seeds[c]) * scale(grids[i])
-                      for i, c in keys}
+            values = {(i, c): grids[i].median(c, f) * scale(grids[i]) for i, c in keys}
             total, cells = [0, 0, 0, 0], []
             for out in range(len(grids)):
                 best = fit_predictor([key for key in keys if key[0] != out], values, truth)
@@ -259,7 +263,7 @@ def given_table(grids, given):
           "| grid | TP, FP, FN, TN | recall | precision |", "|---|---|---|---|"]
     total = [0, 0, 0, 0]
     for g in grids:
-        values = {c: statistics.median(g.probe[c + (k,)]["loss_drop"] for k in g.seeds[c]) for c in g.configs}
+        values = {c: g.median(c, "loss_drop") for c in g.configs}
         counts = confusion(g.configs, values, {c: g.needs(c) for c in g.configs}, given, True)
         total = [x + y for x, y in zip(total, counts)]
         md.append(f"| {g.name} | {', '.join(map(str, counts))} | {rate(counts[0], counts[0] + counts[2])} | "

@@ -60,8 +60,8 @@ using OptionChecker = std::function<std::string(const std::string& command, cons
 // cells, up to `jobs` at once, each with --threads max(1, threads / min(jobs, cells)) unless the
 // recipe sets the cell's threads (with dry_run: prints "NAME<TAB>COMMAND LINE" per cell of the
 // shard on stdout and returns no results). With `only`, of those cells just the ones whose name
-// matches a glob (a glob that matches no cell of the recipe: std::invalid_argument naming --cells). A cell that names another cell's folder ({cells}/X)
-// waits for X. A failing or diverging cell is recorded and the others run; a cell that another
+// matches a glob (a glob that matches no cell of the recipe: std::invalid_argument naming
+// --cells). A cell that names another cell's folder ({cells}/X) waits for X. A failing or diverging cell is recorded and the others run; a cell that another
 // runner holds, or that waits for a cell nobody is running, is skipped (not a failure).
 // Returns the result of every cell of the recipe as found in DIR at the end, in recipe order,
 // and writes them to DIR/summary.csv.
