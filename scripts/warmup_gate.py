@@ -40,7 +40,8 @@ import os
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from atomic_write import write_text  # noqa: E402
-from warmup_auto import FIXED, cross_seed_oracle, needs_warmup, read_kept, worse  # noqa: E402
+from warmup_auto import (FIXED, cross_seed_oracle, needs_warmup, read_kept, replicate_line, truth_replicate,  # noqa: E402
+                         w0_worse, worse)
 from warmup_predictor import FEATURES, confusion, rate  # noqa: E402
 from warmup_predictor import fit as fit_predictor  # noqa: E402
 
@@ -81,10 +82,13 @@ class Grid:
         per-configuration value)."""
         return statistics.median(self.probe[c + (k,)][feature] for k in self.seeds[c])
 
+    def lookup(self, x, s, lr, k):
+        """The final loss of arm x (None: no such cell), as warmup_auto.py's functions read it."""
+        return self.loss.get((x, s, lr, k))
+
     def worse_seeds(self, c):
         """In how many seeds w0 ends worse than the best of w1..w25."""
-        return sum(worse(self.loss[("w0",) + c + (k,)], min(self.loss[(x,) + c + (k,)] for x in FIXED[1:]))
-                   for k in self.seeds[c])
+        return sum(w0_worse(self.lookup, *c, k) for k in self.seeds[c])
 
     def needs(self, c):
         return needs_warmup(self.worse_seeds(c), len(self.seeds[c]))
@@ -159,8 +163,9 @@ def grid_tables(g, arm, fit_schemes, given=None):
     fitted = [c for c in g.configs if c[0] in fit_schemes]
     held = [c for c in g.configs if c[0] not in fit_schemes]
     n_needs = sum(g.needs(c) for c in g.configs)
-    loss = lambda x, s, lr, k: g.loss.get((x, s, lr, k))
-    ceiling = cross_seed_oracle(loss, g.configs, sorted({k for c in g.configs for k in g.seeds[c]}))
+    seeds = sorted({k for c in g.configs for k in g.seeds[c]})
+    ceiling = cross_seed_oracle(g.lookup, g.configs, seeds)
+    replicate = truth_replicate(g.lookup, g.configs, seeds)
     never, always = (lambda c, k: False), (lambda c, k: True)
     oracle = lambda c, k: g.needs(c)
     md = [f"**{g.name}** ({g.updates} updates; {len(g.configs)} configurations, {n_needs} need warm-up; "
@@ -185,7 +190,7 @@ def grid_tables(g, arm, fit_schemes, given=None):
         md.append(f"| {f} | {'>' if above else '<'} {t:.4g} | {n}/{len(fitted)} | {h[0]}/{len(held)} / {h[1]} / {h[2]} | "
                   f"{a[0]}/{len(g.configs)} / {a[1]} / {a[2]} |")
     md += ["", f"Noise ceiling (warmup_auto.py's cross-seed oracle over fixed warm-ups): {ceiling[0]}/{ceiling[1]} "
-           f"cases.", ""]
+           f"cases."] + ([replicate_line(replicate)] if replicate else []) + [""]
     return md
 
 

@@ -36,7 +36,7 @@ import sys
 # The margin, the cells' names and their final losses: warmup_auto.py's (one definition of each).
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from atomic_write import write_text  # noqa: E402
-from warmup_auto import CELL, FIXED, needs_warmup, read_cell, read_kept, worse  # noqa: E402
+from warmup_auto import CELL, FIXED, needs_warmup, read_cell, read_kept, w0_worse  # noqa: E402
 
 FEATURES = ["loss_drop", "grad_ratio", "ratio0", "ratioK", "attention_growth", "log_z", "update_ratio",
             "output_change"]
@@ -134,11 +134,7 @@ def main():
     seeds = sorted({k[2] for k in probes})
     truth, worse_seeds = {}, {}
     for s, lr in configs:
-        n = 0
-        for k in seeds:
-            warm = [losses[(x, s, lr, k)] for x in FIXED[1:] if (x, s, lr, k) in losses]
-            if ("w0", s, lr, k) in losses and warm and worse(losses[("w0", s, lr, k)], min(warm)):
-                n += 1
+        n = sum(w0_worse(lambda *key: losses.get(key), s, lr, k) for k in seeds)
         worse_seeds[(s, lr)] = n
         truth[(s, lr)] = needs_warmup(n, len(seeds))
     median = {f: {c: statistics.median(probes[c + (k,)][f] for k in seeds if c + (k,) in probes) for c in configs}

@@ -30,6 +30,12 @@ Worked out by hand (margin max(0.02, 1%)):
   predictor (median above 0.75: (a, 2) only) 1, 0, 1, 2 on each grid, 2, 0, 2, 4 summed.
 With six seeds the truth is two thirds of them (4 of 6, as 2 of 3): a configuration whose w0 is worse
 (5.0 against w25's 3.0) in 3 of its 6 seeds does not need warm-up, one worse in 4 of 6 does.
+The truth measured twice on it (the 10 splits of seeds 1-6 into two halves of 3, each half's truth
+2 of its 3): lr 1 (worse in seeds 1-3) disagrees in every split (A = {1,2,3}: 3 against 0; A with
+one of 4-6: 2 against 1; A = {1} + two of 4-6: 1 against 2), 7 + 3 positives; lr 2 (worse in
+seeds 1-4) agrees where A holds one of 2-4 and one of 5-6 (6 splits, both yes), disagrees in the
+3 with two of 2-4 (3 against 1) and in {1,5,6} (1 against 3), 9 + 7 positives. So 6 of 20 agree,
+and one half's truth predicts the other's, both ways, with recall = precision = 2 x 6 / 26 = 0.46.
 scripts/warmup_depth.py on that six-seed grid: all six seeds, lr 1 no (3/6), lr 2 yes (4/6); seeds
 1-3 only (--seeds 3), both yes (3/3); the drop 1.0 everywhere.
 Then bad input: a missing arm row, a malformed UPDATES or VOCAB and a fifth value each end with one
@@ -125,6 +131,7 @@ def main():
           f"the predictor across grids: {predicted}")
     check(open(os.path.join(a.workdir, "gate.md")).read() + "\n" == r.stdout, "--md holds what was printed")
     check("/ log V" not in r.stdout, "no '/ log V' form unless every grid gives its vocabulary")
+    check("The truth measured twice" not in r.stdout, "no replicate of the truth with three seeds")
     r = subprocess.run([sys.executable, script, "--grid", arms, probe, "100", "100", "--grid", arms, probe, "100",
                         "10000", "--fit-schemes", "a"], capture_output=True, text=True)
     across = [l for l in r.stdout.splitlines() if l.startswith("| loss_drop | / log V |") and "/4, " in l]
@@ -137,6 +144,11 @@ def main():
                        capture_output=True, text=True)
     check(r.returncode == 0 and "(100 updates; 2 configurations, 1 need warm-up;" in r.stdout,
           f"six seeds: 4 of 6 worse needs warm-up, 3 of 6 does not: {r.stdout.splitlines()[:1]} {r.stderr.strip()}")
+    replicate = [l for l in r.stdout.splitlines() if l.startswith("The truth measured twice")]
+    check(replicate == ["The truth measured twice (the seeds in two halves, each of the 10 splits; each half's truth by "
+                        "the same two-thirds rule): the halves agree on 6 of 20 configurations x splits (30%); one "
+                        "half's truth as a prediction of the other's, both ways: recall = precision = 12/26 = 0.46."],
+          f"the truth measured twice, six seeds: {replicate}")
 
     depth = os.path.join(a.scripts, "warmup_depth.py")
     r = subprocess.run([sys.executable, depth, f"six={arms6}:{probe6}", f"three={arms6}:{probe6}", "--seeds", "6"],
