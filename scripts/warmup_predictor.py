@@ -36,7 +36,8 @@ import sys
 # The margin, the cells' names and their final losses: warmup_auto.py's (one definition of each).
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from atomic_write import write_text  # noqa: E402
-from warmup_auto import CELL, FIXED, needs_warmup, read_cell, read_kept, w0_worse  # noqa: E402
+from warmup_auto import (CELL, FIXED, needs_warmup, read_cell, read_kept, replicate_line, truth_replicate,  # noqa: E402
+                         w0_worse)
 
 FEATURES = ["loss_drop", "grad_ratio", "ratio0", "ratioK", "attention_growth", "log_z", "update_ratio",
             "output_change"]
@@ -156,6 +157,9 @@ def main():
         tp, fp, fn, tn = confusion(held, median[f], truth, threshold, above)
         md.append(f"| {f} | {'>' if above else '<'} {threshold:.4g} | {right}/{len(fitted)} | {tp}, {fp}, {fn}, {tn} | "
                   f"{rate(tp, tp + fn)} | {rate(tp, tp + fp)} |")
+    replicate = truth_replicate(lambda *key: losses.get(key), configs, seeds)
+    if replicate:
+        md += ["", replicate_line(replicate)]
     md += ["", "| scheme | lr | needs warm-up (seeds) | " + " | ".join(FEATURES) + " |",
            "|---|---:|---|" + "---:|" * len(FEATURES)]
     for c in configs:
