@@ -131,10 +131,7 @@ class AutoWarmup final : public train::TrainCallback {
   Measurement measure(const train::Optimizer& optimizer, int64_t next, int64_t epoch) {
     const auto t0 = std::chrono::steady_clock::now();
     const Fp32Measurement guard(run_->net);
-    // The probe set's first-order graphs are kept for the measurement's Lanczos products (freed with h,
-    // before training goes on): each product after the first costs the double backward only, the
-    // same products bit for bit (docs/warmup.md, "Cost").
-    const FullDataHessian h(run_->net, probe_, run_->config.loss, ".*", run_->device, /*keep_graphs=*/true,
+    const FullDataHessian h(run_->net, probe_, run_->config.loss, ".*", run_->device, keep_probe_graphs(probe_),
                             run_->group);
     const auto start = start_.defined() ? start_.to(h.dtype()) : rademacher(h.dim(), kStartSeed, h.dtype());
     const LinearOperator hvp = [&](const torch::Tensor& v) { return h.hvp(v); };

@@ -150,6 +150,8 @@ std::vector<data::Batch> probe_batches(const train::RunContext& run, int64_t sen
   return probe;
 }
 
+bool keep_probe_graphs(const std::vector<data::Batch>& probe) { return probe.size() <= 1; }
+
 CurvatureSeries::CurvatureSeries(const train::CurvatureConfig& config, const train::OptimizerConfig& optimizer,
                                  model::Model net, std::vector<data::Batch> probe, const train::LossOptions& loss,
                                  const torch::Device& device, std::string file, int64_t done_updates, bool writes,
@@ -169,7 +171,7 @@ void CurvatureSeries::measure(int64_t update, double next_lr, const train::Optim
   const auto t0 = std::chrono::steady_clock::now();
   const Fp32Measurement guard(net_);
   // Dropout off (the constructor sets eval mode) and the run's loss, on the probe set.
-  FullDataHessian h(net_, probe_, loss_, ".*", device_, /*keep_graphs=*/false, group_);
+  FullDataHessian h(net_, probe_, loss_, ".*", device_, keep_probe_graphs(probe_), group_);
   const auto dtype = h.dtype();
   const auto& oc = optimizer.config();
   int64_t hvps = 0;

@@ -76,6 +76,12 @@ class Fp32Measurement {
 // batches them (the same on every rank and after a resume).
 std::vector<data::Batch> probe_batches(const train::RunContext& run, int64_t sentences);
 
+// Whether a measurement on this probe set keeps its first-order graphs for its Lanczos products
+// (FullDataHessian's keep_graphs: the same products bit for bit, each after the first about 2.1
+// gradients instead of 3.1; docs/performance.md): when the set is one batch, whose graph every
+// product builds anyway, so that the peak memory grows by about one graph and not with the set.
+bool keep_probe_graphs(const std::vector<data::Batch>& probe);
+
 // lambda_1 of `op` by `steps` Lanczos steps from `start` (n), with its Ritz vector.
 TopRitz largest_eigenvalue(const LinearOperator& op, const torch::Tensor& start, int64_t steps);
 
