@@ -71,30 +71,49 @@ def truth_replicate(loss, configs, seeds):
     by needs_warmup, and one half's truth taken as a prediction of the other's, both ways (so that
     recall and precision are one number, 2 TP / (positives of both halves)). Issue 37 §1 asks a
     predictor for recall and precision 0.9; a replicate of the truth itself shows how far that is
-    reachable at all. (splits, configuration-splits where the halves agree, of them, 2 TP, positives
-    of both halves), or None with fewer than 4 seeds or an odd number."""
+    reachable at all. With it, what a predictor that knew each configuration's chance p of w0 being
+    worse in a seed (its share of all the seeds here: a plug-in estimate) would expect against the
+    truth of a half: q = P(the half's truth says yes) = P(Binomial(half, p) meets needs_warmup);
+    saying yes where q >= 1/2 (and, stricter, where q > 1/2) it expects sum q over its yeses as true
+    positives of sum q over all. Returns None with fewer than 4 seeds or an odd number, else a dict:
+    splits, agree (configuration-splits where the halves agree), cases, both (2 TP), positives (of
+    both halves), and oracle: [(recall, precision) for q >= 1/2, for q > 1/2]."""
     if len(seeds) < 4 or len(seeds) % 2:
         return None
     half = len(seeds) // 2
     splits = [a for a in itertools.combinations(seeds, half) if a[0] == seeds[0]]
+    worse_in = {c: {k for k in seeds if w0_worse(loss, *c, k)} for c in configs}
     agree = both = positives = 0
     for a in splits:
         b = [k for k in seeds if k not in a]
-        for s, lr in configs:
-            ta, tb = (needs_warmup(sum(w0_worse(loss, s, lr, k) for k in h), half) for h in (a, b))
+        for c in configs:
+            ta, tb = (needs_warmup(len(worse_in[c].intersection(h)), half) for h in (a, b))
             agree += ta == tb
             both += 2 * (ta and tb)
             positives += ta + tb
-    return len(splits), agree, len(splits) * len(configs), both, positives
+
+    def chance(p):
+        return sum(math.comb(half, k) * p ** k * (1 - p) ** (half - k) for k in range(half + 1) if needs_warmup(k, half))
+
+    q = [chance(len(worse_in[c]) / len(seeds)) for c in configs]
+    oracle = []
+    for yes in ([x for x in q if x >= 0.5], [x for x in q if x > 0.5]):
+        oracle.append((sum(yes) / sum(q) if sum(q) else math.nan, sum(yes) / len(yes) if yes else math.nan))
+    return {"splits": len(splits), "agree": agree, "cases": len(splits) * len(configs), "both": both,
+            "positives": positives, "oracle": oracle}
 
 
 def replicate_line(rep):
-    """truth_replicate's result as the tables' sentence."""
-    splits, agree, n, both, positives = rep
-    return (f"The truth measured twice (the seeds in two halves, each of the {splits} splits; each half's truth by "
-            f"the same two-thirds rule): the halves agree on {agree} of {n} configurations x splits "
-            f"({100 * agree / n:.0f}%); one half's truth as a prediction of the other's, both ways: recall = "
-            f"precision = {both}/{positives} = {both / positives if positives else float('nan'):.2f}.")
+    """truth_replicate's result as the tables' sentences."""
+    (r1, p1), (r2, p2) = rep["oracle"]
+    return (f"The truth measured twice (the seeds in two halves, each of the {rep['splits']} splits; each half's "
+            f"truth by the same two-thirds rule): the halves agree on {rep['agree']} of {rep['cases']} configurations "
+            f"x splits ({100 * rep['agree'] / rep['cases']:.0f}%); one half's truth as a prediction of the other's, "
+            f"both ways: recall = precision = {rep['both']}/{rep['positives']} = "
+            f"{rep['both'] / rep['positives'] if rep['positives'] else float('nan'):.2f}. A predictor that knew each "
+            f"configuration's chance of w0 being worse in a seed (its share of these seeds) would expect against a "
+            f"half's truth recall {r1:.2f} at precision {p1:.2f} (saying yes where that truth is at least as likely "
+            f"as not), or {r2:.2f} at {p2:.2f} (where it is likelier).")
 
 
 def read_cell(path):

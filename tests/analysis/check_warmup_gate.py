@@ -36,6 +36,10 @@ one of 4-6: 2 against 1; A = {1} + two of 4-6: 1 against 2), 7 + 3 positives; lr
 seeds 1-4) agrees where A holds one of 2-4 and one of 5-6 (6 splits, both yes), disagrees in the
 3 with two of 2-4 (3 against 1) and in {1,5,6} (1 against 3), 9 + 7 positives. So 6 of 20 agree,
 and one half's truth predicts the other's, both ways, with recall = precision = 2 x 6 / 26 = 0.46.
+A predictor knowing each configuration's chance p (3/6 and 4/6) expects a half's truth (2 of 3) to
+say yes with q = 3p^2(1-p) + p^3: 1/2 and 20/27. Saying yes where q >= 1/2 (both): recall
+(1/2 + 20/27) / (1/2 + 20/27) = 1.00, precision (1/2 + 20/27) / 2 = 0.62; where q > 1/2 (lr 2
+only): recall (20/27) / (67/54) = 0.60, precision 20/27 = 0.74.
 scripts/warmup_depth.py on that six-seed grid: all six seeds, lr 1 no (3/6), lr 2 yes (4/6); seeds
 1-3 only (--seeds 3), both yes (3/3); the drop 1.0 everywhere.
 Then bad input: a missing arm row, a malformed UPDATES or VOCAB and a fifth value each end with one
@@ -147,7 +151,10 @@ def main():
     replicate = [l for l in r.stdout.splitlines() if l.startswith("The truth measured twice")]
     check(replicate == ["The truth measured twice (the seeds in two halves, each of the 10 splits; each half's truth by "
                         "the same two-thirds rule): the halves agree on 6 of 20 configurations x splits (30%); one "
-                        "half's truth as a prediction of the other's, both ways: recall = precision = 12/26 = 0.46."],
+                        "half's truth as a prediction of the other's, both ways: recall = precision = 12/26 = 0.46. A "
+                        "predictor that knew each configuration's chance of w0 being worse in a seed (its share of "
+                        "these seeds) would expect against a half's truth recall 1.00 at precision 0.62 (saying yes "
+                        "where that truth is at least as likely as not), or 0.60 at 0.74 (where it is likelier)."],
           f"the truth measured twice, six seeds: {replicate}")
 
     depth = os.path.join(a.scripts, "warmup_depth.py")
