@@ -118,8 +118,9 @@ TEST_F(TinyHessian, BatchingDoesNotChangeTheProduct) {
 
 // --keep-graphs: products after the first reuse each batch's first-order graph; every product,
 // for different directions and again for the first, equals the whole set's as one fresh batch,
-// and equals bit for bit the product of the same batches with fresh graphs (--warmup auto keeps
-// its graphs and relies on that: its rates are those measured without).
+// and equals bit for bit the product of the same batches with fresh graphs (--curvature-every and
+// --warmup auto keep a one-batch probe set's graphs and rely on that: their records are those
+// measured without, analysis::keep_probe_graphs).
 TEST_F(TinyHessian, KeptGraphsGiveTheSameProducts) {
   auto kept = tiny_hessian(2, ".*", /*keep_graphs=*/true);
   auto fresh = tiny_hessian(2);
